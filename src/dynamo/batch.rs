@@ -1,0 +1,92 @@
+//! BatchWriteItem, chunked and retried until every write is applied or the bound is hit.
+
+use std::collections::HashMap;
+
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+use super::attr::Item;
+use super::client::DynamoClient;
+use super::error::DynamoError;
+
+/// DynamoDB's limit of writes per BatchWriteItem call.
+pub const BATCH_WRITE_MAX: usize = 25;
+
+/// One write of a batch: a whole-item put or a delete by key. Batches take no conditions.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub enum WriteRequest {
+    /// Writes an item.
+    #[serde(rename = "PutRequest")]
+    Put {
+        /// The item, key included.
+        #[serde(rename = "Item")]
+        item: Item,
+    },
+    /// Deletes the item at a key.
+    #[serde(rename = "DeleteRequest")]
+    Delete {
+        /// The full primary key.
+        #[serde(rename = "Key")]
+        key: Item,
+    },
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct BatchWriteRequest<'a> {
+    request_items: HashMap<&'a str, &'a [WriteRequest]>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct BatchWriteOutput {
+    #[serde(default)]
+    unprocessed_items: HashMap<String, Vec<WriteRequest>>,
+}
+
+impl DynamoClient {
+    /// Applies `writes` to `table` in calls of [`BATCH_WRITE_MAX`], sending back what
+    /// DynamoDB leaves unprocessed (it does so under load) with the client's backoff until
+    /// all are applied, or failing with [`DynamoError::BatchIncomplete`] past the retry
+    /// bound. Writes are not atomic: on error, some may have been applied.
+    pub async fn batch_write_item(
+        &self,
+        table: &str,
+        writes: &[WriteRequest],
+    ) -> Result<(), DynamoError> {
+        let retry = self.retry_config();
+        let mut done = 0;
+        for chunk in writes.chunks(BATCH_WRITE_MAX) {
+            let started = Instant::now();
+            let mut pending = chunk.to_vec();
+            let mut attempts = 0;
+            loop {
+                attempts += 1;
+                let request = BatchWriteRequest {
+                    request_items: [(table, pending.as_slice())].into(),
+                };
+                let output: BatchWriteOutput = self.call("BatchWriteItem", &request).await?;
+                pending = output.unprocessed_items.into_values().flatten().collect();
+                if pending.is_empty() {
+                    break;
+                }
+                let delay = retry.backoff(attempts);
+                if attempts >= retry.max_attempts || started.elapsed() + delay > retry.max_elapsed {
+                    return Err(DynamoError::BatchIncomplete {
+                        unprocessed: writes.len() - done - (chunk.len() - pending.len()),
+                        total: writes.len(),
+                        attempts,
+                    });
+                }
+                tracing::debug!(
+                    unprocessed = pending.len(),
+                    ?delay,
+                    "BatchWriteItem: retrying unprocessed writes"
+                );
+                tokio::time::sleep(delay).await;
+            }
+            done += chunk.len();
+        }
+        Ok(())
+    }
+}

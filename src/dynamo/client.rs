@@ -1,0 +1,501 @@
+//! The DynamoDB client: configuration, and one signed, retried JSON call.
+
+use std::sync::Arc;
+use std::time::SystemTime;
+
+use bytes::Bytes;
+use object_store::StaticCredentialProvider;
+use object_store::aws::{AwsCredential, AwsCredentialProvider};
+use reqwest::header::{HeaderName, HeaderValue};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tokio::time::Instant;
+use tracing::Instrument;
+
+use super::error::DynamoError;
+use super::response::parse_response;
+use super::retry::RetryConfig;
+use super::signing::signed_headers;
+
+/// A DynamoDB client speaking the JSON protocol directly: SigV4-signed POSTs, retried
+/// within a [`RetryConfig`]. Cheap to clone; clones share one connection pool.
+///
+/// Build one with [`DynamoClientBuilder`]:
+///
+/// ```no_run
+/// # async fn run() -> Result<(), dynacommit::dynamo::DynamoError> {
+/// use dynacommit::dynamo::DynamoClient;
+///
+/// let client = DynamoClient::builder()
+///     .with_endpoint("http://127.0.0.1:8000")
+///     .with_region("us-east-1")
+///     .with_credentials("local", "local", None)
+///     .build()?;
+/// let table = client.describe_table("leases").await?;
+/// println!("{} is {}", table.name, table.status);
+/// # Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct DynamoClient {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    http: reqwest::Client,
+    /// The URL requests are POSTed to (the endpoint with path `/`).
+    url: String,
+    region: String,
+    credentials: AwsCredentialProvider,
+    retry: RetryConfig,
+}
+
+impl std::fmt::Debug for DynamoClient {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DynamoClient")
+            .field("endpoint", &self.inner.url)
+            .field("region", &self.inner.region)
+            .field("credentials", &"<redacted>")
+            .field("retry", &self.inner.retry)
+            .finish()
+    }
+}
+
+/// The version prefix of every DynamoDB operation's `X-Amz-Target`.
+const TARGET_PREFIX: &str = "DynamoDB_20120810.";
+
+impl DynamoClient {
+    /// A builder with nothing set; see [`DynamoClientBuilder::from_env`] for the usual start.
+    pub fn builder() -> DynamoClientBuilder {
+        DynamoClientBuilder::default()
+    }
+
+    /// The URL requests go to.
+    pub fn endpoint(&self) -> &str {
+        &self.inner.url
+    }
+
+    /// The region requests are signed for.
+    pub fn region(&self) -> &str {
+        &self.inner.region
+    }
+
+    /// The retry policy in force.
+    pub fn retry_config(&self) -> &RetryConfig {
+        &self.inner.retry
+    }
+
+    /// Sends operation `op` with body `request`, retrying retryable failures, and decodes
+    /// the answer. Every typed operation of this client goes through here.
+    pub(crate) async fn call<Req, Resp>(
+        &self,
+        op: &'static str,
+        request: &Req,
+    ) -> Result<Resp, DynamoError>
+    where
+        Req: Serialize + ?Sized,
+        Resp: DeserializeOwned,
+    {
+        let body = serde_json::to_vec(request)
+            .map(Bytes::from)
+            .map_err(|e| DynamoError::InvalidRequest(format!("{op}: cannot encode: {e}")))?;
+        let span = tracing::debug_span!("dynamodb", op, endpoint = %self.inner.url, attempts = tracing::field::Empty);
+        self.call_with_retries(op, body).instrument(span).await
+    }
+
+    async fn call_with_retries<Resp: DeserializeOwned>(
+        &self,
+        op: &'static str,
+        body: Bytes,
+    ) -> Result<Resp, DynamoError> {
+        let retry = &self.inner.retry;
+        let started = Instant::now();
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            tracing::Span::current().record("attempts", attempts);
+            let error = match self.send_once(op, &body).await {
+                Ok(resp) => return Ok(resp),
+                Err(e) if !e.is_retryable() => return Err(e),
+                Err(e) => e,
+            };
+            let delay = retry.backoff(attempts);
+            if attempts >= retry.max_attempts || started.elapsed() + delay > retry.max_elapsed {
+                tracing::warn!(%error, attempts, "giving up");
+                return Err(DynamoError::RetriesExhausted {
+                    operation: op,
+                    attempts,
+                    elapsed: started.elapsed(),
+                    last: Box::new(error),
+                });
+            }
+            tracing::debug!(%error, ?delay, "retrying");
+            tokio::time::sleep(delay).await;
+        }
+    }
+
+    async fn send_once<Resp: DeserializeOwned>(
+        &self,
+        op: &'static str,
+        body: &Bytes,
+    ) -> Result<Resp, DynamoError> {
+        let inner = &*self.inner;
+        let credential = inner
+            .credentials
+            .get_credential()
+            .await
+            .map_err(|e| DynamoError::Credentials(e.to_string()))?;
+        let target = format!("{TARGET_PREFIX}{op}");
+        let headers = signed_headers(
+            &credential,
+            &inner.region,
+            &inner.url,
+            &target,
+            body,
+            SystemTime::now(),
+        )?;
+        let mut request = inner.http.post(&inner.url).body(body.clone());
+        for (name, value) in headers {
+            request = request.header(HeaderName::from_static(name), header_value(name, value)?);
+        }
+        let transport = |source| DynamoError::Transport {
+            operation: op,
+            endpoint: inner.url.clone(),
+            source,
+        };
+        let response = request.send().await.map_err(transport)?;
+        let status = response.status().as_u16();
+        let bytes = response.bytes().await.map_err(transport)?;
+        parse_response(op, &inner.url, status, &bytes)
+    }
+}
+
+/// A header value, marked sensitive where it carries a secret so that reqwest's and
+/// http's Debug output redact it.
+fn header_value(name: &str, value: String) -> Result<HeaderValue, DynamoError> {
+    let mut value = HeaderValue::try_from(value)
+        .map_err(|_| DynamoError::Signing(format!("header {name} is not a valid header value")))?;
+    if matches!(name, "authorization" | "x-amz-security-token") {
+        value.set_sensitive(true);
+    }
+    Ok(value)
+}
+
+/// Configures a [`DynamoClient`].
+///
+/// The endpoint is the explicit setting, else `AWS_ENDPOINT_URL_DYNAMODB`, else
+/// `AWS_ENDPOINT_URL`, else `https://dynamodb.{region}.amazonaws.com`. The region is the
+/// explicit setting, else `AWS_REGION`, else `AWS_DEFAULT_REGION`. Credentials are static,
+/// from the environment, or any [`AwsCredentialProvider`], such as an `AmazonS3` store's
+/// `credentials()`, so that one identity signs both the S3 and the DynamoDB requests.
+/// The environment is read only by [`from_env`](Self::from_env).
+#[derive(Default, Clone)]
+pub struct DynamoClientBuilder {
+    endpoint: Option<String>,
+    region: Option<String>,
+    credentials: Option<AwsCredentialProvider>,
+    retry: RetryConfig,
+    http: Option<reqwest::Client>,
+}
+
+impl std::fmt::Debug for DynamoClientBuilder {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DynamoClientBuilder")
+            .field("endpoint", &self.endpoint)
+            .field("region", &self.region)
+            .field(
+                "credentials",
+                &self.credentials.as_ref().map(|_| "<redacted>"),
+            )
+            .field("retry", &self.retry)
+            .finish()
+    }
+}
+
+impl DynamoClientBuilder {
+    /// A builder filled from the environment variables named on [`DynamoClientBuilder`]
+    /// and `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`.
+    pub fn from_env() -> Self {
+        Self::from_lookup(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+    }
+
+    /// Like [`from_env`](Self::from_env), reading variables through `lookup` (for tests
+    /// and for callers that keep their configuration elsewhere).
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
+        let mut builder = Self {
+            endpoint: lookup("AWS_ENDPOINT_URL_DYNAMODB").or_else(|| lookup("AWS_ENDPOINT_URL")),
+            region: lookup("AWS_REGION").or_else(|| lookup("AWS_DEFAULT_REGION")),
+            ..Self::default()
+        };
+        if let (Some(key), Some(secret)) =
+            (lookup("AWS_ACCESS_KEY_ID"), lookup("AWS_SECRET_ACCESS_KEY"))
+        {
+            builder = builder.with_credentials(key, secret, lookup("AWS_SESSION_TOKEN"));
+        }
+        builder
+    }
+
+    /// The endpoint URL, such as `http://127.0.0.1:8000` for DynamoDB Local.
+    pub fn with_endpoint(mut self, endpoint: impl Into<String>) -> Self {
+        self.endpoint = Some(endpoint.into());
+        self
+    }
+
+    /// The region to sign for.
+    pub fn with_region(mut self, region: impl Into<String>) -> Self {
+        self.region = Some(region.into());
+        self
+    }
+
+    /// Static credentials.
+    pub fn with_credentials(
+        mut self,
+        key_id: impl Into<String>,
+        secret_key: impl Into<String>,
+        session_token: Option<String>,
+    ) -> Self {
+        let credential = AwsCredential {
+            key_id: key_id.into(),
+            secret_key: secret_key.into(),
+            token: session_token,
+        };
+        self.credentials = Some(Arc::new(StaticCredentialProvider::new(credential)));
+        self
+    }
+
+    /// Credentials from a provider, asked before every request (providers cache and
+    /// refresh on their own). `AmazonS3::credentials()` gives the one an S3 store uses.
+    pub fn with_credential_provider(mut self, provider: AwsCredentialProvider) -> Self {
+        self.credentials = Some(provider);
+        self
+    }
+
+    /// The retry policy and timeouts.
+    pub fn with_retry(mut self, retry: RetryConfig) -> Self {
+        self.retry = retry;
+        self
+    }
+
+    /// A reqwest client to use instead of one built from the retry policy's timeouts.
+    pub fn with_http_client(mut self, client: reqwest::Client) -> Self {
+        self.http = Some(client);
+        self
+    }
+
+    /// Checks the configuration and builds the client.
+    pub fn build(self) -> Result<DynamoClient, DynamoError> {
+        self.retry.validate().map_err(DynamoError::Config)?;
+        let region = self.region.ok_or_else(|| {
+            DynamoError::Config(
+                "no region: call with_region or set AWS_REGION (or AWS_DEFAULT_REGION)".into(),
+            )
+        })?;
+        if region.is_empty()
+            || !region
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '-')
+        {
+            return Err(DynamoError::Config(format!(
+                "region {region:?} is not a region name like us-east-1"
+            )));
+        }
+        let endpoint = self
+            .endpoint
+            .unwrap_or_else(|| format!("https://dynamodb.{region}.amazonaws.com"));
+        let url = normalise_endpoint(&endpoint)?;
+        let credentials = self.credentials.ok_or_else(|| {
+            DynamoError::Config(
+                "no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, call \
+                 with_credentials, or pass a provider (such as AmazonS3::credentials()) to \
+                 with_credential_provider"
+                    .into(),
+            )
+        })?;
+        let http = match self.http {
+            Some(http) => http,
+            None => reqwest::Client::builder()
+                .connect_timeout(self.retry.connect_timeout)
+                .timeout(self.retry.request_timeout)
+                .build()
+                .map_err(|e| DynamoError::Config(format!("cannot build the HTTP client: {e}")))?,
+        };
+        Ok(DynamoClient {
+            inner: Arc::new(Inner {
+                http,
+                url,
+                region,
+                credentials,
+                retry: self.retry,
+            }),
+        })
+    }
+}
+
+/// Checks an endpoint is an http(s) URL with a host and nothing after it, and returns it
+/// with the path `/` that requests are POSTed to.
+fn normalise_endpoint(endpoint: &str) -> Result<String, DynamoError> {
+    // Never echo user info: an endpoint with `user:password@` in it is a secret.
+    let shown = match url::Url::parse(endpoint) {
+        Ok(mut url) if !url.username().is_empty() || url.password().is_some() => {
+            let _ = url.set_username("");
+            let _ = url.set_password(None);
+            url.to_string()
+        }
+        Err(_) if endpoint.contains('@') => "(not shown: it contains '@')".to_owned(),
+        _ => endpoint.to_owned(),
+    };
+    let bad = |why: &str| {
+        DynamoError::Config(format!(
+            "endpoint {shown:?} {why}: give a URL like http://127.0.0.1:8000 or https://dynamodb.us-east-1.amazonaws.com"
+        ))
+    };
+    let url = url::Url::parse(endpoint).map_err(|e| bad(&format!("is not a URL ({e})")))?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return Err(bad("must start with http:// or https://"));
+    }
+    if url.host_str().is_none_or(str::is_empty) {
+        return Err(bad("has no host"));
+    }
+    if url.path() != "/" || url.query().is_some() || url.fragment().is_some() {
+        return Err(bad("must not have a path, query or fragment"));
+    }
+    if !url.username().is_empty() || url.password().is_some() {
+        return Err(bad("must not carry credentials"));
+    }
+    Ok(url.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn env(pairs: &[(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        let map: HashMap<String, String> = pairs
+            .iter()
+            .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+            .collect();
+        move |name| map.get(name).cloned()
+    }
+
+    #[test]
+    fn endpoint_prefers_the_dynamodb_variable_then_the_generic_one_then_the_region() {
+        let both = DynamoClientBuilder::from_lookup(env(&[
+            ("AWS_ENDPOINT_URL_DYNAMODB", "http://127.0.0.1:8000"),
+            ("AWS_ENDPOINT_URL", "http://127.0.0.1:9999"),
+            ("AWS_REGION", "eu-west-1"),
+            ("AWS_ACCESS_KEY_ID", "k"),
+            ("AWS_SECRET_ACCESS_KEY", "s"),
+        ]))
+        .build()
+        .unwrap();
+        assert_eq!(both.endpoint(), "http://127.0.0.1:8000/");
+
+        let generic = DynamoClientBuilder::from_lookup(env(&[
+            ("AWS_ENDPOINT_URL", "http://127.0.0.1:9999"),
+            ("AWS_DEFAULT_REGION", "eu-west-1"),
+            ("AWS_ACCESS_KEY_ID", "k"),
+            ("AWS_SECRET_ACCESS_KEY", "s"),
+        ]))
+        .build()
+        .unwrap();
+        assert_eq!(generic.endpoint(), "http://127.0.0.1:9999/");
+
+        let aws = DynamoClientBuilder::from_lookup(env(&[
+            ("AWS_REGION", "ap-south-1"),
+            ("AWS_DEFAULT_REGION", "eu-west-1"),
+            ("AWS_ACCESS_KEY_ID", "k"),
+            ("AWS_SECRET_ACCESS_KEY", "s"),
+        ]))
+        .build()
+        .unwrap();
+        assert_eq!(aws.endpoint(), "https://dynamodb.ap-south-1.amazonaws.com/");
+        assert_eq!(aws.region(), "ap-south-1");
+    }
+
+    #[test]
+    fn explicit_settings_override_the_environment() {
+        let client = DynamoClientBuilder::from_lookup(env(&[
+            ("AWS_ENDPOINT_URL_DYNAMODB", "http://127.0.0.1:8000"),
+            ("AWS_REGION", "eu-west-1"),
+        ]))
+        .with_endpoint("http://localhost:8001")
+        .with_region("us-west-2")
+        .with_credentials("k", "s", None)
+        .build()
+        .unwrap();
+        assert_eq!(client.endpoint(), "http://localhost:8001/");
+        assert_eq!(client.region(), "us-west-2");
+    }
+
+    #[test]
+    fn missing_or_bad_settings_name_what_to_do() {
+        let no_region = DynamoClient::builder()
+            .with_credentials("k", "s", None)
+            .build()
+            .unwrap_err()
+            .to_string();
+        assert!(no_region.contains("AWS_REGION"), "{no_region}");
+
+        let no_creds = DynamoClient::builder()
+            .with_region("us-east-1")
+            .build()
+            .unwrap_err()
+            .to_string();
+        assert!(no_creds.contains("AWS_ACCESS_KEY_ID"), "{no_creds}");
+
+        for (endpoint, why) in [
+            ("127.0.0.1:8000", "http"),
+            ("ftp://h", "http"),
+            ("http://h/path", "path"),
+            ("not a url", "not a URL"),
+            ("http://user:pw@h", "credentials"),
+        ] {
+            let e = DynamoClient::builder()
+                .with_region("us-east-1")
+                .with_credentials("k", "s", None)
+                .with_endpoint(endpoint)
+                .build()
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(why), "{endpoint}: {e}");
+            assert!(!e.contains("pw@"), "{e}");
+        }
+    }
+
+    #[test]
+    fn debug_output_never_shows_secrets() {
+        let builder = DynamoClient::builder()
+            .with_region("us-east-1")
+            .with_credentials(
+                "AKIDSECRETKEYID",
+                "TOPSECRETVALUE",
+                Some("TOKENVALUE".into()),
+            );
+        let client = builder.clone().build().unwrap();
+        for text in [format!("{builder:?}"), format!("{client:?}")] {
+            for secret in ["TOPSECRETVALUE", "TOKENVALUE", "AKIDSECRETKEYID"] {
+                assert!(!text.contains(secret), "{secret} leaked in {text}");
+            }
+            assert!(text.contains("redacted"), "{text}");
+        }
+    }
+
+    #[test]
+    fn secret_headers_are_marked_sensitive() {
+        assert!(
+            header_value("authorization", "x".into())
+                .unwrap()
+                .is_sensitive()
+        );
+        assert!(
+            header_value("x-amz-security-token", "x".into())
+                .unwrap()
+                .is_sensitive()
+        );
+        assert!(
+            !header_value("x-amz-target", "x".into())
+                .unwrap()
+                .is_sensitive()
+        );
+    }
+}

@@ -1,0 +1,125 @@
+//! Retry policy: capped exponential backoff with full jitter, bounded in attempts and time.
+
+use std::time::Duration;
+
+/// How the client retries throttling, 5xx answers and requests that got no answer.
+///
+/// The delay before retry `n` (from 1) is uniformly random in
+/// `[0, min(max_backoff, initial_backoff * 2^(n-1))]` ("full jitter"), so a crowd of clients
+/// throttled together spreads out instead of coming back in step. Retrying stops at
+/// `max_attempts` attempts, or when the next delay would end past `max_elapsed` from the
+/// first attempt, whichever comes first.
+///
+/// ```
+/// use std::time::Duration;
+/// use dynacommit::dynamo::RetryConfig;
+///
+/// let patient = RetryConfig {
+///     max_attempts: 20,
+///     max_elapsed: Duration::from_secs(60),
+///     ..RetryConfig::default()
+/// };
+/// assert!(patient.validate().is_ok());
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RetryConfig {
+    /// Attempts in all, the first included. At least 1.
+    pub max_attempts: u32,
+    /// The cap of the first delay.
+    pub initial_backoff: Duration,
+    /// The cap of any one delay.
+    pub max_backoff: Duration,
+    /// No retry starts later than this after the first attempt.
+    pub max_elapsed: Duration,
+    /// Bound on one request, from sending to the end of the body.
+    pub request_timeout: Duration,
+    /// Bound on opening a connection.
+    pub connect_timeout: Duration,
+}
+
+impl Default for RetryConfig {
+    fn default() -> Self {
+        Self {
+            max_attempts: 10,
+            initial_backoff: Duration::from_millis(25),
+            max_backoff: Duration::from_secs(2),
+            max_elapsed: Duration::from_secs(20),
+            request_timeout: Duration::from_secs(10),
+            connect_timeout: Duration::from_secs(3),
+        }
+    }
+}
+
+impl RetryConfig {
+    /// Checks the settings make sense, naming the first that does not.
+    pub fn validate(&self) -> Result<(), String> {
+        if self.max_attempts == 0 {
+            return Err("retry max_attempts must be at least 1".into());
+        }
+        if self.initial_backoff.is_zero() {
+            return Err("retry initial_backoff must be above zero".into());
+        }
+        if self.max_backoff < self.initial_backoff {
+            return Err("retry max_backoff must not be below initial_backoff".into());
+        }
+        if self.request_timeout.is_zero() || self.connect_timeout.is_zero() {
+            return Err("request and connect timeouts must be above zero".into());
+        }
+        Ok(())
+    }
+
+    /// The delay before retry number `retry` (1 for the first retry), jittered.
+    pub fn backoff(&self, retry: u32) -> Duration {
+        let cap = self.backoff_cap(retry);
+        let nanos = u64::try_from(cap.as_nanos()).unwrap_or(u64::MAX);
+        Duration::from_nanos(rand::random_range(0..=nanos))
+    }
+
+    /// The upper bound of the delay before retry number `retry`.
+    pub fn backoff_cap(&self, retry: u32) -> Duration {
+        let doublings = retry.saturating_sub(1).min(30);
+        self.initial_backoff
+            .saturating_mul(1 << doublings)
+            .min(self.max_backoff)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cap_doubles_then_stays_at_the_maximum() {
+        let r = RetryConfig {
+            initial_backoff: Duration::from_millis(10),
+            max_backoff: Duration::from_millis(50),
+            ..RetryConfig::default()
+        };
+        let caps: Vec<u128> = (1..=6).map(|n| r.backoff_cap(n).as_millis()).collect();
+        assert_eq!(caps, [10, 20, 40, 50, 50, 50]);
+        assert_eq!(r.backoff_cap(u32::MAX), Duration::from_millis(50));
+    }
+
+    #[test]
+    fn jittered_delays_stay_under_the_cap_and_vary() {
+        let r = RetryConfig::default();
+        let delays: Vec<Duration> = (0..64).map(|_| r.backoff(4)).collect();
+        assert!(delays.iter().all(|d| *d <= r.backoff_cap(4)));
+        let first = delays[0];
+        assert!(delays.iter().any(|d| *d != first), "no jitter: {delays:?}");
+    }
+
+    #[test]
+    fn nonsense_settings_are_refused() {
+        let zero = RetryConfig {
+            max_attempts: 0,
+            ..RetryConfig::default()
+        };
+        assert!(zero.validate().unwrap_err().contains("max_attempts"));
+        let inverted = RetryConfig {
+            max_backoff: Duration::from_millis(1),
+            ..RetryConfig::default()
+        };
+        assert!(inverted.validate().unwrap_err().contains("max_backoff"));
+    }
+}

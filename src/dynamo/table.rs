@@ -1,0 +1,455 @@
+//! Table provisioning: CreateTable, DescribeTable, the TTL calls, and `ensure_table`.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+use super::client::DynamoClient;
+use super::error::DynamoError;
+
+/// The type of a key attribute.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub enum KeyType {
+    /// String.
+    S,
+    /// Number.
+    N,
+    /// Binary.
+    B,
+}
+
+/// A key attribute: its name and type.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeyAttribute {
+    /// The attribute name.
+    pub name: String,
+    /// Its type.
+    pub kind: KeyType,
+}
+
+impl KeyAttribute {
+    /// A key attribute of type `kind`.
+    pub fn new(name: impl Into<String>, kind: KeyType) -> Self {
+        Self {
+            name: name.into(),
+            kind,
+        }
+    }
+}
+
+/// A table's primary key: a hash key and an optional range key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KeySchema {
+    /// The partition key.
+    pub hash: KeyAttribute,
+    /// The sort key, if any.
+    pub range: Option<KeyAttribute>,
+}
+
+impl std::fmt::Display for KeySchema {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "[hash {} ({:?})", self.hash.name, self.hash.kind)?;
+        if let Some(range) = &self.range {
+            write!(f, ", range {} ({:?})", range.name, range.kind)?;
+        }
+        write!(f, "]")
+    }
+}
+
+/// What a table must look like: what [`DynamoClient::ensure_table`] makes true.
+///
+/// ```
+/// use dynacommit::dynamo::TableSpec;
+///
+/// let spec = TableSpec::commit_leases("delta_log_leases");
+/// assert_eq!(spec.key_schema.to_string(), "[hash path (S), range etag (S)]");
+/// assert_eq!(spec.ttl_attribute.as_deref(), Some("ttl"));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableSpec {
+    /// The table name.
+    pub name: String,
+    /// The primary key.
+    pub key_schema: KeySchema,
+    /// The attribute holding expiry times (epoch seconds), if TTL is wanted.
+    pub ttl_attribute: Option<String>,
+    /// How long to wait for a new table to become ACTIVE.
+    pub active_timeout: Duration,
+}
+
+impl TableSpec {
+    /// A table with a hash key only and no TTL.
+    pub fn new(name: impl Into<String>, hash: KeyAttribute) -> Self {
+        Self {
+            name: name.into(),
+            key_schema: KeySchema { hash, range: None },
+            ttl_attribute: None,
+            active_timeout: Duration::from_secs(120),
+        }
+    }
+
+    /// The schema of the commit lease table: hash `path` (S), range `etag` (S), TTL on
+    /// `ttl`. It is object_store 0.12's DynamoCommit schema, so writers of both can share
+    /// one table.
+    pub fn commit_leases(name: impl Into<String>) -> Self {
+        Self::new(name, KeyAttribute::new("path", KeyType::S))
+            .with_range_key(KeyAttribute::new("etag", KeyType::S))
+            .with_ttl("ttl")
+    }
+
+    /// Adds a range key.
+    pub fn with_range_key(mut self, range: KeyAttribute) -> Self {
+        self.key_schema.range = Some(range);
+        self
+    }
+
+    /// Turns TTL on for `attribute`.
+    pub fn with_ttl(mut self, attribute: impl Into<String>) -> Self {
+        self.ttl_attribute = Some(attribute.into());
+        self
+    }
+
+    /// How long to wait for the table to become ACTIVE.
+    pub fn with_active_timeout(mut self, timeout: Duration) -> Self {
+        self.active_timeout = timeout;
+        self
+    }
+}
+
+/// A table as DescribeTable reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableDescription {
+    /// The name.
+    pub name: String,
+    /// `CREATING`, `ACTIVE`, `UPDATING`, `DELETING`, ...
+    pub status: String,
+    /// The primary key.
+    pub key_schema: KeySchema,
+    /// Approximate item count (refreshed by DynamoDB about every six hours).
+    pub item_count: Option<u64>,
+    /// `PAY_PER_REQUEST` or `PROVISIONED`, when reported.
+    pub billing_mode: Option<String>,
+}
+
+/// TTL as DescribeTimeToLive reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TimeToLive {
+    /// `ENABLED`, `ENABLING`, `DISABLED` or `DISABLING`.
+    pub status: String,
+    /// The attribute, when TTL is (being) enabled.
+    pub attribute: Option<String>,
+}
+
+impl TimeToLive {
+    fn is_on(&self) -> bool {
+        matches!(self.status.as_str(), "ENABLED" | "ENABLING")
+    }
+}
+
+/// What [`DynamoClient::ensure_table`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EnsureReport {
+    /// The table was missing and was created.
+    pub created: bool,
+    /// TTL was off and was turned on.
+    pub ttl_enabled: bool,
+    /// The table as it now stands.
+    pub table: TableDescription,
+}
+
+// ---- wire shapes
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct WireAttributeDefinition {
+    attribute_name: String,
+    attribute_type: KeyType,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct WireKeyElement {
+    attribute_name: String,
+    key_type: String,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct CreateTableRequest<'a> {
+    table_name: &'a str,
+    attribute_definitions: Vec<WireAttributeDefinition>,
+    key_schema: Vec<WireKeyElement>,
+    billing_mode: &'static str,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct WireTable {
+    table_name: String,
+    table_status: String,
+    key_schema: Vec<WireKeyElement>,
+    attribute_definitions: Vec<WireAttributeDefinition>,
+    item_count: Option<u64>,
+    billing_mode_summary: Option<WireBillingMode>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct WireBillingMode {
+    billing_mode: Option<String>,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct DescribeTableOutput {
+    table: WireTable,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct CreateTableOutput {
+    table_description: WireTable,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct TableNameRequest<'a> {
+    table_name: &'a str,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct UpdateTimeToLiveRequest<'a> {
+    table_name: &'a str,
+    time_to_live_specification: TtlSpecification<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct TtlSpecification<'a> {
+    enabled: bool,
+    attribute_name: &'a str,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct DescribeTimeToLiveOutput {
+    time_to_live_description: WireTtl,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct WireTtl {
+    time_to_live_status: String,
+    attribute_name: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct Ignored {}
+
+impl WireTable {
+    fn into_description(self) -> Result<TableDescription, DynamoError> {
+        let find = |role: &str| -> Result<Option<KeyAttribute>, DynamoError> {
+            let Some(element) = self.key_schema.iter().find(|k| k.key_type == role) else {
+                return Ok(None);
+            };
+            let definition = self
+                .attribute_definitions
+                .iter()
+                .find(|d| d.attribute_name == element.attribute_name)
+                .ok_or_else(|| {
+                    DynamoError::InvalidRequest(format!(
+                        "table {} reports key {} without an attribute definition",
+                        self.table_name, element.attribute_name
+                    ))
+                })?;
+            Ok(Some(KeyAttribute::new(
+                &element.attribute_name,
+                definition.attribute_type,
+            )))
+        };
+        let hash = find("HASH")?.ok_or_else(|| {
+            DynamoError::InvalidRequest(format!("table {} reports no hash key", self.table_name))
+        })?;
+        let range = find("RANGE")?;
+        Ok(TableDescription {
+            name: self.table_name,
+            status: self.table_status,
+            key_schema: KeySchema { hash, range },
+            item_count: self.item_count,
+            billing_mode: self.billing_mode_summary.and_then(|b| b.billing_mode),
+        })
+    }
+}
+
+impl DynamoClient {
+    /// CreateTable, on-demand (PAY_PER_REQUEST). Returns at once; the table is usually
+    /// `CREATING` until [`wait_until_active`](Self::wait_until_active).
+    pub async fn create_table(&self, spec: &TableSpec) -> Result<TableDescription, DynamoError> {
+        let keys = std::iter::once((&spec.key_schema.hash, "HASH"))
+            .chain(spec.key_schema.range.as_ref().map(|r| (r, "RANGE")));
+        let (attribute_definitions, key_schema) = keys
+            .map(|(k, role)| {
+                (
+                    WireAttributeDefinition {
+                        attribute_name: k.name.clone(),
+                        attribute_type: k.kind,
+                    },
+                    WireKeyElement {
+                        attribute_name: k.name.clone(),
+                        key_type: role.to_owned(),
+                    },
+                )
+            })
+            .unzip();
+        let request = CreateTableRequest {
+            table_name: &spec.name,
+            attribute_definitions,
+            key_schema,
+            billing_mode: "PAY_PER_REQUEST",
+        };
+        let output: CreateTableOutput = self.call("CreateTable", &request).await?;
+        output.table_description.into_description()
+    }
+
+    /// DescribeTable. A missing table is a [`DynamoError::Service`] with code
+    /// `ResourceNotFoundException`.
+    pub async fn describe_table(&self, table: &str) -> Result<TableDescription, DynamoError> {
+        let output: DescribeTableOutput = self
+            .call("DescribeTable", &TableNameRequest { table_name: table })
+            .await?;
+        output.table.into_description()
+    }
+
+    /// Polls DescribeTable until the table is ACTIVE, for at most `timeout`.
+    pub async fn wait_until_active(
+        &self,
+        table: &str,
+        timeout: Duration,
+    ) -> Result<TableDescription, DynamoError> {
+        let started = Instant::now();
+        let mut delay = Duration::from_millis(50);
+        loop {
+            let description = self.describe_table(table).await?;
+            if description.status == "ACTIVE" {
+                return Ok(description);
+            }
+            if started.elapsed() + delay > timeout {
+                return Err(DynamoError::TableNotReady {
+                    table: table.to_owned(),
+                    status: description.status,
+                    waited: started.elapsed(),
+                });
+            }
+            tokio::time::sleep(delay).await;
+            delay = (delay * 2).min(Duration::from_secs(2));
+        }
+    }
+
+    /// UpdateTimeToLive: turns expiry by `attribute` on or off.
+    pub async fn update_time_to_live(
+        &self,
+        table: &str,
+        attribute: &str,
+        enabled: bool,
+    ) -> Result<(), DynamoError> {
+        let request = UpdateTimeToLiveRequest {
+            table_name: table,
+            time_to_live_specification: TtlSpecification {
+                enabled,
+                attribute_name: attribute,
+            },
+        };
+        let _: Ignored = self.call("UpdateTimeToLive", &request).await?;
+        Ok(())
+    }
+
+    /// DescribeTimeToLive.
+    pub async fn describe_time_to_live(&self, table: &str) -> Result<TimeToLive, DynamoError> {
+        let output: DescribeTimeToLiveOutput = self
+            .call(
+                "DescribeTimeToLive",
+                &TableNameRequest { table_name: table },
+            )
+            .await?;
+        let ttl = output.time_to_live_description;
+        Ok(TimeToLive {
+            status: ttl.time_to_live_status,
+            attribute: ttl.attribute_name,
+        })
+    }
+
+    /// Makes the table exist as `spec` says: creates it if missing (on-demand), waits until
+    /// ACTIVE, turns TTL on if asked and off. Leaves a table that is already right alone,
+    /// and refuses one whose key schema or TTL attribute differs. Safe to call from many
+    /// processes at once.
+    ///
+    /// ```no_run
+    /// # async fn run(client: dynacommit::dynamo::DynamoClient) -> Result<(), dynacommit::dynamo::DynamoError> {
+    /// use dynacommit::dynamo::TableSpec;
+    ///
+    /// let report = client.ensure_table(&TableSpec::commit_leases("leases")).await?;
+    /// if report.created {
+    ///     println!("created {}", report.table.name);
+    /// }
+    /// # Ok(()) }
+    /// ```
+    pub async fn ensure_table(&self, spec: &TableSpec) -> Result<EnsureReport, DynamoError> {
+        let mut created = false;
+        let found = match self.describe_table(&spec.name).await {
+            Ok(found) => found,
+            Err(e) if e.code() == Some("ResourceNotFoundException") => {
+                match self.create_table(spec).await {
+                    Ok(description) => {
+                        created = true;
+                        tracing::info!(table = %spec.name, "created table");
+                        description
+                    }
+                    // Another process created it between our two calls: check theirs.
+                    Err(e) if e.code() == Some("ResourceInUseException") => {
+                        self.describe_table(&spec.name).await?
+                    }
+                    Err(e) => return Err(e),
+                }
+            }
+            Err(e) => return Err(e),
+        };
+        if found.key_schema != spec.key_schema {
+            return Err(DynamoError::TableSchemaMismatch {
+                table: spec.name.clone(),
+                expected: spec.key_schema.to_string(),
+                found: found.key_schema.to_string(),
+            });
+        }
+        let table = if found.status == "ACTIVE" {
+            found
+        } else {
+            self.wait_until_active(&spec.name, spec.active_timeout)
+                .await?
+        };
+        let mut ttl_enabled = false;
+        if let Some(attribute) = &spec.ttl_attribute {
+            let ttl = self.describe_time_to_live(&spec.name).await?;
+            if ttl.is_on() {
+                if ttl.attribute.as_deref() != Some(attribute.as_str()) {
+                    return Err(DynamoError::TtlMismatch {
+                        table: spec.name.clone(),
+                        expected: attribute.clone(),
+                        found: ttl.attribute.unwrap_or_default(),
+                    });
+                }
+            } else {
+                self.update_time_to_live(&spec.name, attribute, true)
+                    .await?;
+                ttl_enabled = true;
+                tracing::info!(table = %spec.name, %attribute, "enabled TTL");
+            }
+        }
+        Ok(EnsureReport {
+            created,
+            ttl_enabled,
+            table,
+        })
+    }
+}
