@@ -1,0 +1,143 @@
+//! A loopback HTTP/1.1 server whose every answer a test scripts: canned bodies, cut-off
+//! bodies, or forwarding to a real server. One request per connection, which is all a
+//! client needs when every answer says `Connection: close`.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+/// What to do with request number `n` (from 0).
+pub enum Reply {
+    /// Answer with this status and body.
+    With(u16, String),
+    /// Promise `declared` bytes of body, send `body`, and hang up.
+    CutShort { declared: usize, body: String },
+    /// Send the request on to this URL and relay the answer.
+    Forward(String),
+}
+
+/// A running fake server.
+pub struct FakeServer {
+    /// `http://127.0.0.1:PORT`
+    pub url: String,
+    requests: Arc<AtomicUsize>,
+}
+
+impl FakeServer {
+    /// Starts a server that answers request `n` with `script(n, x_amz_target)`.
+    pub async fn start(script: impl Fn(usize, &str) -> Reply + Send + Sync + 'static) -> Self {
+        let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let requests = Arc::new(AtomicUsize::new(0));
+        let counter = requests.clone();
+        let script = Arc::new(script);
+        let forwarder = reqwest::Client::new();
+        tokio::spawn(async move {
+            while let Ok((stream, _)) = listener.accept().await {
+                let n = counter.fetch_add(1, Ordering::SeqCst);
+                let script = script.clone();
+                let forwarder = forwarder.clone();
+                tokio::spawn(async move { serve(stream, n, &*script, &forwarder).await });
+            }
+        });
+        Self { url, requests }
+    }
+
+    /// Requests received so far.
+    pub fn requests(&self) -> usize {
+        self.requests.load(Ordering::SeqCst)
+    }
+}
+
+struct Request {
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Request {
+    fn header(&self, name: &str) -> &str {
+        self.headers
+            .iter()
+            .find(|(n, _)| n.eq_ignore_ascii_case(name))
+            .map_or("", |(_, v)| v.as_str())
+    }
+}
+
+async fn read_request(stream: &mut TcpStream) -> Option<Request> {
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 8192];
+    let head_end = loop {
+        let n = stream.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        buf.extend_from_slice(&chunk[..n]);
+        if let Some(i) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            break i + 4;
+        }
+    };
+    let head = String::from_utf8_lossy(&buf[..head_end]).into_owned();
+    let headers: Vec<(String, String)> = head
+        .lines()
+        .skip(1)
+        .filter_map(|l| l.split_once(':'))
+        .map(|(n, v)| (n.trim().to_owned(), v.trim().to_owned()))
+        .collect();
+    let length: usize = headers
+        .iter()
+        .find(|(n, _)| n.eq_ignore_ascii_case("content-length"))
+        .and_then(|(_, v)| v.parse().ok())
+        .unwrap_or(0);
+    let mut body = buf[head_end..].to_vec();
+    while body.len() < length {
+        let n = stream.read(&mut chunk).await.ok()?;
+        if n == 0 {
+            return None;
+        }
+        body.extend_from_slice(&chunk[..n]);
+    }
+    Some(Request { headers, body })
+}
+
+async fn serve(
+    mut stream: TcpStream,
+    n: usize,
+    script: &(dyn Fn(usize, &str) -> Reply + Send + Sync),
+    forwarder: &reqwest::Client,
+) {
+    let Some(request) = read_request(&mut stream).await else {
+        return;
+    };
+    let (status, body, declared) = match script(n, request.header("x-amz-target")) {
+        Reply::With(status, body) => {
+            let len = body.len();
+            (status, body.into_bytes(), len)
+        }
+        Reply::CutShort { declared, body } => (200, body.into_bytes(), declared),
+        Reply::Forward(to) => {
+            let mut forwarded = forwarder.post(&to).body(request.body.clone());
+            for (name, value) in &request.headers {
+                let lower = name.to_ascii_lowercase();
+                if lower.starts_with("x-amz-")
+                    || lower == "authorization"
+                    || lower == "content-type"
+                {
+                    forwarded = forwarded.header(name.as_str(), value.as_str());
+                }
+            }
+            let answer = forwarded.send().await.unwrap();
+            let status = answer.status().as_u16();
+            let body = answer.bytes().await.unwrap().to_vec();
+            let len = body.len();
+            (status, body, len)
+        }
+    };
+    let head = format!(
+        "HTTP/1.1 {status} Scripted\r\ncontent-type: application/x-amz-json-1.0\r\ncontent-length: {declared}\r\nconnection: close\r\n\r\n"
+    );
+    let _ = stream.write_all(head.as_bytes()).await;
+    let _ = stream.write_all(&body).await;
+    let _ = stream.shutdown().await;
+}

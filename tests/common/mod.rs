@@ -1,0 +1,63 @@
+//! Shared by the integration tests: the services the project's scripts start, and a
+//! programmable loopback HTTP server standing in front of them.
+#![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
+
+pub mod fake_server;
+
+use std::time::Duration;
+
+use dynacommit::dynamo::{DynamoClient, DynamoClientBuilder, RetryConfig};
+
+/// Where DynamoDB Local listens (`scripts/services.sh env` prints it).
+pub fn dynamodb_url() -> String {
+    std::env::var("DYNACOMMIT_TEST_DYNAMODB").unwrap_or_else(|_| "http://127.0.0.1:8000".into())
+}
+
+/// Fast retries, so tests that exhaust them finish quickly.
+pub fn quick_retries() -> RetryConfig {
+    RetryConfig {
+        max_attempts: 5,
+        initial_backoff: Duration::from_millis(2),
+        max_backoff: Duration::from_millis(20),
+        max_elapsed: Duration::from_secs(10),
+        ..RetryConfig::default()
+    }
+}
+
+/// A client of the endpoint `url` with throwaway keys (DynamoDB Local 3 takes only
+/// letters and digits in a key id).
+pub fn client_for(url: &str, retry: RetryConfig) -> DynamoClient {
+    DynamoClientBuilder::default()
+        .with_endpoint(url)
+        .with_region("us-east-1")
+        .with_credentials("dynacommit", "dynacommitsecret", None)
+        .with_retry(retry)
+        .build()
+        .unwrap()
+}
+
+/// A client of DynamoDB Local, after checking it answers. A missing service fails the
+/// test loudly, saying how to start it: tests never skip.
+pub async fn dynamodb() -> DynamoClient {
+    let url = dynamodb_url();
+    let probe = client_for(
+        &url,
+        RetryConfig {
+            max_attempts: 3,
+            ..quick_retries()
+        },
+    );
+    match probe.describe_table("dynacommit-probe-no-such-table").await {
+        Err(e) if e.code() == Some("ResourceNotFoundException") => {}
+        other => panic!(
+            "DynamoDB Local is not answering at {url} ({other:?}). Start it with \
+             `scripts/services.sh start dynamodb`, or run the whole suite with `scripts/test.sh`."
+        ),
+    }
+    client_for(&url, RetryConfig::default())
+}
+
+/// A table name no other test uses.
+pub fn unique_name(prefix: &str) -> String {
+    format!("{prefix}-{:016x}", rand::random::<u64>())
+}

@@ -1,0 +1,123 @@
+//! Table provisioning against DynamoDB Local.
+
+mod common;
+
+use dynacommit::dynamo::{DynamoError, KeyAttribute, KeyType, TableSpec};
+
+#[tokio::test]
+async fn ensure_table_creates_a_missing_table_with_ttl_on() {
+    let client = common::dynamodb().await;
+    let name = common::unique_name("ensure");
+    let report = client
+        .ensure_table(&TableSpec::commit_leases(&name))
+        .await
+        .unwrap();
+    assert!(report.created && report.ttl_enabled, "{report:?}");
+    assert_eq!(report.table.status, "ACTIVE");
+    assert_eq!(
+        report.table.key_schema.to_string(),
+        "[hash path (S), range etag (S)]"
+    );
+
+    let described = client.describe_table(&name).await.unwrap();
+    assert_eq!(described.key_schema, report.table.key_schema);
+    assert_eq!(described.billing_mode.as_deref(), Some("PAY_PER_REQUEST"));
+    let ttl = client.describe_time_to_live(&name).await.unwrap();
+    assert_eq!(ttl.status, "ENABLED");
+    assert_eq!(ttl.attribute.as_deref(), Some("ttl"));
+}
+
+#[tokio::test]
+async fn ensure_table_is_idempotent() {
+    let client = common::dynamodb().await;
+    let spec = TableSpec::commit_leases(common::unique_name("idem"));
+    let first = client.ensure_table(&spec).await.unwrap();
+    let second = client.ensure_table(&spec).await.unwrap();
+    assert!(first.created);
+    assert!(!second.created && !second.ttl_enabled, "{second:?}");
+    assert_eq!(first.table.key_schema, second.table.key_schema);
+}
+
+#[tokio::test]
+async fn concurrent_ensure_table_calls_all_succeed() {
+    let client = common::dynamodb().await;
+    let spec = TableSpec::commit_leases(common::unique_name("racing"));
+    let reports = futures::future::join_all((0..4).map(|_| client.ensure_table(&spec))).await;
+    let created = reports
+        .into_iter()
+        .map(|r| r.unwrap())
+        .filter(|r| r.created)
+        .count();
+    assert_eq!(created, 1, "exactly one caller creates the table");
+}
+
+#[tokio::test]
+async fn ensure_table_turns_ttl_on_for_an_existing_table_without_it() {
+    let client = common::dynamodb().await;
+    let spec = TableSpec::commit_leases(common::unique_name("nottl"));
+    let mut without_ttl = spec.clone();
+    without_ttl.ttl_attribute = None;
+    client.ensure_table(&without_ttl).await.unwrap();
+    assert_eq!(
+        client
+            .describe_time_to_live(&spec.name)
+            .await
+            .unwrap()
+            .status,
+        "DISABLED"
+    );
+    let report = client.ensure_table(&spec).await.unwrap();
+    assert!(!report.created && report.ttl_enabled, "{report:?}");
+}
+
+#[tokio::test]
+async fn ensure_table_refuses_a_table_with_the_wrong_key_schema() {
+    let client = common::dynamodb().await;
+    let name = common::unique_name("wrong");
+    let hash_only = TableSpec::new(&name, KeyAttribute::new("path", KeyType::S));
+    client.ensure_table(&hash_only).await.unwrap();
+
+    let error = client
+        .ensure_table(&TableSpec::commit_leases(&name))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, DynamoError::TableSchemaMismatch { .. }),
+        "{error:?}"
+    );
+    let text = error.to_string();
+    assert!(text.contains("[hash path (S)]"), "{text}");
+    assert!(text.contains("[hash path (S), range etag (S)]"), "{text}");
+
+    let wrong_type = TableSpec::new(&name, KeyAttribute::new("path", KeyType::N));
+    assert!(matches!(
+        client.ensure_table(&wrong_type).await.unwrap_err(),
+        DynamoError::TableSchemaMismatch { .. }
+    ));
+}
+
+#[tokio::test]
+async fn ensure_table_refuses_ttl_on_another_attribute() {
+    let client = common::dynamodb().await;
+    let spec = TableSpec::commit_leases(common::unique_name("ttlattr"));
+    client
+        .ensure_table(&spec.clone().with_ttl("expires_at"))
+        .await
+        .unwrap();
+    let error = client.ensure_table(&spec).await.unwrap_err();
+    assert!(
+        matches!(error, DynamoError::TtlMismatch { .. }),
+        "{error:?}"
+    );
+    assert!(error.to_string().contains("expires_at"), "{error}");
+}
+
+#[tokio::test]
+async fn describing_a_missing_table_says_so() {
+    let client = common::dynamodb().await;
+    let error = client
+        .describe_table("dynacommit-never-created")
+        .await
+        .unwrap_err();
+    assert_eq!(error.code(), Some("ResourceNotFoundException"), "{error}");
+}
