@@ -440,10 +440,21 @@ impl DynamoClient {
                     });
                 }
             } else {
-                self.update_time_to_live(&spec.name, attribute, true)
-                    .await?;
-                ttl_enabled = true;
-                tracing::info!(table = %spec.name, %attribute, "enabled TTL");
+                match self.update_time_to_live(&spec.name, attribute, true).await {
+                    Ok(()) => {
+                        ttl_enabled = true;
+                        tracing::info!(table = %spec.name, %attribute, "enabled TTL");
+                    }
+                    // A concurrent caller may have turned it on first: DynamoDB then
+                    // refuses ours. Accept theirs if it is the attribute we want.
+                    Err(e) if e.code() == Some("ValidationException") => {
+                        let now = self.describe_time_to_live(&spec.name).await?;
+                        if !(now.is_on() && now.attribute.as_deref() == Some(attribute.as_str())) {
+                            return Err(e);
+                        }
+                    }
+                    Err(e) => return Err(e),
+                }
             }
         }
         Ok(EnsureReport {
