@@ -12,3 +12,7 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod dynamo;
+pub mod lease;
+mod store;
+
+pub use store::CommitStore;

@@ -3,6 +3,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 pub mod fake_server;
+pub mod s3;
 
 use std::time::Duration;
 
@@ -60,4 +61,28 @@ pub async fn dynamodb() -> DynamoClient {
 /// A table name no other test uses.
 pub fn unique_name(prefix: &str) -> String {
     format!("{prefix}-{:016x}", rand::random::<u64>())
+}
+
+/// Lease settings for tests: the defaults, polling faster so races finish sooner.
+pub fn test_lease_config(table: &str) -> dynacommit::lease::LeaseConfig {
+    dynacommit::lease::LeaseConfig::new(table).with_poll_interval(Duration::from_millis(20))
+}
+
+/// A lease manager on a fresh DynamoDB Local table.
+pub async fn dynamo_leases() -> dynacommit::lease::LeaseManager {
+    use dynacommit::lease::{DynamoLeaseTable, LeaseManager};
+    let name = unique_name("leases");
+    let table = DynamoLeaseTable::new(dynamodb().await, &name);
+    table.ensure_table().await.unwrap();
+    LeaseManager::new(std::sync::Arc::new(table), test_lease_config(&name)).unwrap()
+}
+
+/// A lease manager on a fresh in-process table.
+pub fn memory_leases() -> dynacommit::lease::LeaseManager {
+    use dynacommit::lease::{LeaseManager, MemoryLeaseTable};
+    LeaseManager::new(
+        std::sync::Arc::new(MemoryLeaseTable::new()),
+        test_lease_config("memory"),
+    )
+    .unwrap()
 }

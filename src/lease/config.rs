@@ -1,0 +1,279 @@
+//! Lease timing: the settings every writer of a table should share.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+/// The table name used when none is given.
+pub const DEFAULT_TABLE: &str = "dynacommit_leases";
+
+/// How leases are timed. The defaults are object_store 0.12's: a 20 s lease, a clock skew
+/// rate of 3, records kept an hour, conflicts polled every 100 ms.
+///
+/// A waiter reclaims a lease only after the record it saw has stood unchanged for
+/// `timeout * max_clock_skew_rate` on its own monotonic clock, and a holder gives up its
+/// operation when it cannot renew within `timeout` on its own clock; so as long as no
+/// clock runs more than `max_clock_skew_rate` times faster than another, the holder has
+/// always given up before anyone reclaims. Wall clocks are never compared.
+///
+/// Parse `table[:timeout_ms]` (object_store 0.12's `dynamo:` syntax, without the prefix):
+///
+/// ```
+/// use std::time::Duration;
+/// use dynacommit::lease::LeaseConfig;
+///
+/// let config: LeaseConfig = "delta_leases:5000".parse()?;
+/// assert_eq!(config.table, "delta_leases");
+/// assert_eq!(config.timeout, Duration::from_secs(5));
+/// # Ok::<(), dynacommit::lease::ConfigError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseConfig {
+    /// The DynamoDB table (ignored by the in-process table).
+    pub table: String,
+    /// How long a lease is good for without renewal.
+    pub timeout: Duration,
+    /// The most one clock may run faster than another (at least 1).
+    pub max_clock_skew_rate: u32,
+    /// How long records stay before DynamoDB's TTL removes them. Only bounds the table's
+    /// size; must be well above `timeout * max_clock_skew_rate`.
+    pub ttl: Duration,
+    /// How often a waiting writer re-checks the object and the lease.
+    pub poll_interval: Duration,
+}
+
+impl Default for LeaseConfig {
+    fn default() -> Self {
+        Self {
+            table: DEFAULT_TABLE.to_owned(),
+            timeout: Duration::from_secs(20),
+            max_clock_skew_rate: 3,
+            ttl: Duration::from_secs(60 * 60),
+            poll_interval: Duration::from_millis(100),
+        }
+    }
+}
+
+/// A lease setting is unusable.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("invalid lease setting: {0}")]
+pub struct ConfigError(pub String);
+
+impl LeaseConfig {
+    /// The defaults with another table.
+    pub fn new(table: impl Into<String>) -> Self {
+        Self {
+            table: table.into(),
+            ..Self::default()
+        }
+    }
+
+    /// With another lease timeout.
+    pub fn with_timeout(mut self, timeout: Duration) -> Self {
+        self.timeout = timeout;
+        self
+    }
+
+    /// With another clock skew rate.
+    pub fn with_max_clock_skew_rate(mut self, rate: u32) -> Self {
+        self.max_clock_skew_rate = rate;
+        self
+    }
+
+    /// With another record lifetime.
+    pub fn with_ttl(mut self, ttl: Duration) -> Self {
+        self.ttl = ttl;
+        self
+    }
+
+    /// With another poll interval.
+    pub fn with_poll_interval(mut self, interval: Duration) -> Self {
+        self.poll_interval = interval;
+        self
+    }
+
+    /// How long a waiter lets a lease stand unchanged before reclaiming it.
+    pub fn reclaim_after(&self) -> Duration {
+        stale_after(self.timeout, self.max_clock_skew_rate)
+    }
+
+    /// The defaults, overridden by `DYNACOMMIT_LEASE_TABLE` (`table[:timeout_ms]`),
+    /// `DYNACOMMIT_LEASE_TIMEOUT_MS`, `DYNACOMMIT_MAX_CLOCK_SKEW_RATE`,
+    /// `DYNACOMMIT_LEASE_TTL_SECS` and `DYNACOMMIT_POLL_INTERVAL_MS` where set.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
+    }
+
+    /// Like [`from_env`](Self::from_env), reading variables through `lookup`.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let mut config = match lookup("DYNACOMMIT_LEASE_TABLE") {
+            Some(spec) => spec.parse()?,
+            None => Self::default(),
+        };
+        let number = |name: &str| -> Result<Option<u64>, ConfigError> {
+            lookup(name)
+                .map(|v| {
+                    v.trim()
+                        .parse::<u64>()
+                        .map_err(|_| ConfigError(format!("{name}={v:?} is not a whole number")))
+                })
+                .transpose()
+        };
+        if let Some(ms) = number("DYNACOMMIT_LEASE_TIMEOUT_MS")? {
+            config.timeout = Duration::from_millis(ms);
+        }
+        if let Some(rate) = number("DYNACOMMIT_MAX_CLOCK_SKEW_RATE")? {
+            config.max_clock_skew_rate = u32::try_from(rate).map_err(|_| {
+                ConfigError(format!(
+                    "DYNACOMMIT_MAX_CLOCK_SKEW_RATE={rate} is too large"
+                ))
+            })?;
+        }
+        if let Some(secs) = number("DYNACOMMIT_LEASE_TTL_SECS")? {
+            config.ttl = Duration::from_secs(secs);
+        }
+        if let Some(ms) = number("DYNACOMMIT_POLL_INTERVAL_MS")? {
+            config.poll_interval = Duration::from_millis(ms);
+        }
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Checks the settings, naming the first that is wrong and why.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        if self.table.trim().is_empty() {
+            return Err(ConfigError("the table name is empty".into()));
+        }
+        if self.timeout < Duration::from_millis(1) {
+            return Err(ConfigError(
+                "the lease timeout must be at least 1 ms".into(),
+            ));
+        }
+        if self.max_clock_skew_rate == 0 {
+            return Err(ConfigError(
+                "max_clock_skew_rate must be at least 1 (3 is the usual choice)".into(),
+            ));
+        }
+        if self.poll_interval.is_zero() {
+            return Err(ConfigError("the poll interval must be above zero".into()));
+        }
+        if self.ttl < self.reclaim_after().saturating_mul(2) {
+            return Err(ConfigError(format!(
+                "the record TTL ({:?}) must be at least twice timeout x skew rate ({:?}), or \
+                 records could vanish while writers still wait on them",
+                self.ttl,
+                self.reclaim_after()
+            )));
+        }
+        Ok(())
+    }
+}
+
+impl FromStr for LeaseConfig {
+    type Err = ConfigError;
+
+    /// `table` or `table:timeout_ms`, other settings at their defaults.
+    fn from_str(spec: &str) -> Result<Self, ConfigError> {
+        let (table, timeout) = match spec.split_once(':') {
+            Some((table, ms)) => {
+                let ms: u64 = ms.trim().parse().map_err(|_| {
+                    ConfigError(format!(
+                        "{spec:?}: the part after ':' must be the lease timeout in milliseconds"
+                    ))
+                })?;
+                (table, Duration::from_millis(ms))
+            }
+            None => (spec, LeaseConfig::default().timeout),
+        };
+        let config = LeaseConfig::new(table.trim()).with_timeout(timeout);
+        config.validate()?;
+        Ok(config)
+    }
+}
+
+/// `timeout * rate`, saturating instead of overflowing on absurd record values.
+pub(crate) fn stale_after(timeout: Duration, rate: u32) -> Duration {
+    timeout.saturating_mul(rate)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn defaults_match_object_store_0_12() {
+        let d = LeaseConfig::default();
+        assert_eq!(d.timeout, Duration::from_secs(20));
+        assert_eq!(d.max_clock_skew_rate, 3);
+        assert_eq!(d.ttl, Duration::from_secs(3600));
+        assert_eq!(d.poll_interval, Duration::from_millis(100));
+        assert_eq!(d.reclaim_after(), Duration::from_secs(60));
+        d.validate().unwrap();
+    }
+
+    #[test]
+    fn parses_table_and_optional_timeout() {
+        let plain: LeaseConfig = " leases ".parse().unwrap();
+        assert_eq!(plain.table, "leases");
+        assert_eq!(plain.timeout, Duration::from_secs(20));
+        let timed: LeaseConfig = "leases:1500".parse().unwrap();
+        assert_eq!(timed.timeout, Duration::from_millis(1500));
+    }
+
+    #[test]
+    fn bad_strings_say_what_is_wrong() {
+        let e = "leases:soon"
+            .parse::<LeaseConfig>()
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("milliseconds"), "{e}");
+        let e = ":100".parse::<LeaseConfig>().unwrap_err().to_string();
+        assert!(e.contains("table name"), "{e}");
+        let e = "t:0".parse::<LeaseConfig>().unwrap_err().to_string();
+        assert!(e.contains("at least 1 ms"), "{e}");
+    }
+
+    #[test]
+    fn reads_the_environment() {
+        let vars: HashMap<&str, &str> = [
+            ("DYNACOMMIT_LEASE_TABLE", "envtable:3000"),
+            ("DYNACOMMIT_MAX_CLOCK_SKEW_RATE", "2"),
+            ("DYNACOMMIT_POLL_INTERVAL_MS", "25"),
+        ]
+        .into();
+        let c = LeaseConfig::from_lookup(|n| vars.get(n).map(|v| v.to_string())).unwrap();
+        assert_eq!(c.table, "envtable");
+        assert_eq!(c.timeout, Duration::from_secs(3));
+        assert_eq!(c.max_clock_skew_rate, 2);
+        assert_eq!(c.poll_interval, Duration::from_millis(25));
+
+        let bad = LeaseConfig::from_lookup(|n| {
+            (n == "DYNACOMMIT_LEASE_TIMEOUT_MS").then(|| "20s".to_string())
+        })
+        .unwrap_err();
+        assert!(
+            bad.to_string().contains("DYNACOMMIT_LEASE_TIMEOUT_MS"),
+            "{bad}"
+        );
+    }
+
+    #[test]
+    fn a_ttl_shorter_than_a_wait_is_refused() {
+        let e = LeaseConfig::default()
+            .with_ttl(Duration::from_secs(90))
+            .validate()
+            .unwrap_err();
+        assert!(e.to_string().contains("TTL"), "{e}");
+        assert!(
+            LeaseConfig::default()
+                .with_max_clock_skew_rate(0)
+                .validate()
+                .is_err()
+        );
+    }
+
+    #[test]
+    fn absurd_timeouts_saturate() {
+        assert_eq!(stale_after(Duration::MAX, 3), Duration::MAX);
+    }
+}

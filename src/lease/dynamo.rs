@@ -1,0 +1,224 @@
+//! The lease table in DynamoDB, wire-compatible with object_store 0.12's DynamoCommit.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use super::record::{Expect, LeaseRecord, PutOutcome};
+use super::table::{LeaseTable, TableError};
+use crate::dynamo::{
+    AttributeValue, DynamoClient, DynamoError, EnsureReport, GetItem, Item, PutItem, TableSpec,
+};
+
+/// Lease records in a DynamoDB table of the schema [`TableSpec::commit_leases`].
+///
+/// Acquisitions are conditional PutItems with `ReturnValuesOnConditionCheckFailure=ALL_OLD`
+/// and the exact conditions of object_store 0.12.5 (`attribute_not_exists(#pk)`, and
+/// `attribute_exists(#pk) AND generation = :g` to reclaim), so old writers and ours can
+/// share a table. A conflict answer that lacks the old item (some emulators leave it out)
+/// is followed by a consistent GetItem instead of failing.
+#[derive(Debug, Clone)]
+pub struct DynamoLeaseTable {
+    client: DynamoClient,
+    table: String,
+}
+
+impl DynamoLeaseTable {
+    /// Leases in `table`, reached through `client`.
+    pub fn new(client: DynamoClient, table: impl Into<String>) -> Self {
+        Self {
+            client,
+            table: table.into(),
+        }
+    }
+
+    /// The table name.
+    pub fn table_name(&self) -> &str {
+        &self.table
+    }
+
+    /// The client.
+    pub fn client(&self) -> &DynamoClient {
+        &self.client
+    }
+
+    /// Creates the table if it is missing, with TTL on `ttl`; see
+    /// [`DynamoClient::ensure_table`].
+    pub async fn ensure_table(&self) -> Result<EnsureReport, DynamoError> {
+        self.client
+            .ensure_table(&TableSpec::commit_leases(&self.table))
+            .await
+    }
+
+    fn key(path: &str, etag: &str) -> Item {
+        [
+            ("path".to_owned(), AttributeValue::from(path)),
+            ("etag".to_owned(), AttributeValue::from(etag)),
+        ]
+        .into()
+    }
+}
+
+/// The item a record is stored as.
+pub(crate) fn to_item(record: &LeaseRecord) -> Item {
+    let mut item = DynamoLeaseTable::key(&record.path, &record.etag);
+    let timeout_ms = u64::try_from(record.timeout.as_millis()).unwrap_or(u64::MAX);
+    item.extend([
+        (
+            "generation".to_owned(),
+            AttributeValue::from(record.generation),
+        ),
+        ("timeout".to_owned(), AttributeValue::from(timeout_ms)),
+        ("ttl".to_owned(), AttributeValue::from(record.ttl)),
+    ]);
+    if let Some(owner) = &record.owner {
+        item.insert("owner".to_owned(), AttributeValue::from(owner.as_str()));
+    }
+    if record.released {
+        item.insert("released".to_owned(), AttributeValue::Bool(true));
+    }
+    item
+}
+
+/// The record an item holds, or what is wrong with it.
+pub(crate) fn from_item(item: &Item) -> Result<LeaseRecord, TableError> {
+    let text = |name: &str| item.get(name).and_then(AttributeValue::as_str);
+    let path = text("path").unwrap_or_default().to_owned();
+    let etag = text("etag").unwrap_or_default().to_owned();
+    let malformed = |problem: String| TableError::Malformed {
+        path: path.clone(),
+        etag: etag.clone(),
+        problem,
+    };
+    if path.is_empty() || etag.is_empty() {
+        return Err(malformed("no string path or etag".into()));
+    }
+    let number = |name: &str| -> Result<u64, TableError> {
+        item.get(name)
+            .and_then(AttributeValue::as_u64)
+            .ok_or_else(|| malformed(format!("{name} is missing or not a whole number")))
+    };
+    Ok(LeaseRecord {
+        generation: number("generation")?,
+        timeout: Duration::from_millis(number("timeout")?),
+        // TTL only matters to DynamoDB's cleanup: tolerate records without one.
+        ttl: item
+            .get("ttl")
+            .and_then(AttributeValue::as_i64)
+            .unwrap_or(0),
+        owner: text("owner").map(str::to_owned),
+        released: item
+            .get("released")
+            .and_then(AttributeValue::as_bool)
+            .unwrap_or(false),
+        path: path.clone(),
+        etag: etag.clone(),
+    })
+}
+
+/// The PutItem that writes `record` if `expect` holds.
+fn conditional_put(table: &str, record: &LeaseRecord, expect: &Expect) -> PutItem {
+    let put = PutItem::new(table, to_item(record))
+        .name("#pk", "path")
+        .return_old_item_on_condition_failure();
+    match expect {
+        Expect::Absent => put.condition("attribute_not_exists(#pk)"),
+        Expect::Generation(g) => put
+            .condition("attribute_exists(#pk) AND generation = :g")
+            .value(":g", *g),
+        Expect::Owned { generation, owner } => put
+            .condition("attribute_exists(#pk) AND generation = :g AND #owner = :owner")
+            .name("#owner", "owner")
+            .value(":g", *generation)
+            .value(":owner", owner.as_str()),
+    }
+}
+
+#[async_trait]
+impl LeaseTable for DynamoLeaseTable {
+    async fn put(&self, record: &LeaseRecord, expect: &Expect) -> Result<PutOutcome, TableError> {
+        let request = conditional_put(&self.table, record, expect);
+        match self.client.put_item(&request).await {
+            Ok(_) => Ok(PutOutcome::Written),
+            Err(DynamoError::ConditionalCheckFailed {
+                old_item: Some(old),
+                ..
+            }) => Ok(PutOutcome::Conflict(Some(from_item(&old)?))),
+            Err(DynamoError::ConditionalCheckFailed { old_item: None, .. }) => {
+                // The server did not send the old item back: read it ourselves.
+                let current = self.get(&record.path, &record.etag).await?;
+                Ok(PutOutcome::Conflict(current))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    async fn get(&self, path: &str, etag: &str) -> Result<Option<LeaseRecord>, TableError> {
+        let item = self
+            .client
+            .get_item(&GetItem::new(&self.table, Self::key(path, etag)))
+            .await?;
+        item.as_ref().map(from_item).transpose()
+    }
+
+    fn describe(&self) -> String {
+        format!("dynamodb table {}", self.table)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record() -> LeaseRecord {
+        LeaseRecord {
+            path: "log/00001.json".into(),
+            etag: "*".into(),
+            generation: 4,
+            timeout: Duration::from_millis(20_000),
+            ttl: 1_800_000_000,
+            owner: Some("n0nce".into()),
+            released: true,
+        }
+    }
+
+    #[test]
+    fn records_round_trip_through_items() {
+        assert_eq!(from_item(&to_item(&record())).unwrap(), record());
+    }
+
+    #[test]
+    fn an_old_writers_item_is_a_record_without_owner() {
+        let mut item = to_item(&record());
+        item.remove("owner");
+        item.remove("released");
+        let parsed = from_item(&item).unwrap();
+        assert_eq!(parsed.owner, None);
+        assert!(!parsed.released);
+    }
+
+    #[test]
+    fn a_foreign_item_is_malformed_not_a_panic() {
+        let mut item = to_item(&record());
+        item.insert("generation".into(), AttributeValue::from("seven"));
+        let e = from_item(&item).unwrap_err().to_string();
+        assert!(e.contains("generation"), "{e}");
+        assert!(from_item(&Item::new()).is_err());
+    }
+
+    #[test]
+    fn conditions_match_object_store_0_12_5_on_the_wire() {
+        let json = |expect| serde_json::to_value(conditional_put("t", &record(), &expect)).unwrap();
+        let absent = json(Expect::Absent);
+        assert_eq!(absent["ConditionExpression"], "attribute_not_exists(#pk)");
+        assert_eq!(absent["ExpressionAttributeNames"]["#pk"], "path");
+        assert_eq!(absent["ReturnValuesOnConditionCheckFailure"], "ALL_OLD");
+        let reclaim = json(Expect::Generation(3));
+        assert_eq!(
+            reclaim["ConditionExpression"],
+            "attribute_exists(#pk) AND generation = :g"
+        );
+        assert_eq!(reclaim["ExpressionAttributeValues"][":g"]["N"], "3");
+        assert_eq!(reclaim["Item"]["timeout"]["N"], "20000");
+    }
+}

@@ -1,0 +1,487 @@
+//! The lease protocol: acquire (waiting out or reclaiming others' leases), renew while an
+//! operation runs, release when its outcome is known.
+
+use std::future::Future;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::time::Instant;
+
+use super::config::{LeaseConfig, stale_after};
+use super::record::{Expect, LeaseRecord, PutOutcome};
+use super::table::{LeaseTable, TableError};
+
+/// Runs the lease protocol against one [`LeaseTable`]. Cheap to clone.
+///
+/// ```
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::sync::Arc;
+/// use dynacommit::lease::{LeaseConfig, LeaseManager, MemoryLeaseTable};
+///
+/// let leases = LeaseManager::new(Arc::new(MemoryLeaseTable::new()), LeaseConfig::default())?;
+/// // Nothing to check before taking this lease: the check always passes.
+/// let mut lease = leases
+///     .acquire("log/00000.json", "*", || async { Ok::<(), std::convert::Infallible>(()) })
+///     .await?;
+/// let written = leases.run_while_held(&mut lease, async { "the guarded write" }).await?;
+/// leases.release(lease).await?;
+/// # let _ = written; Ok(()) }
+/// ```
+#[derive(Clone)]
+pub struct LeaseManager {
+    table: Arc<dyn LeaseTable>,
+    config: Arc<LeaseConfig>,
+}
+
+impl std::fmt::Debug for LeaseManager {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LeaseManager")
+            .field("table", &self.table.describe())
+            .field("config", &self.config)
+            .finish()
+    }
+}
+
+/// A lease we hold on (path, etag), until its local deadline unless renewed.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Lease {
+    path: String,
+    etag: String,
+    generation: u64,
+    owner: String,
+    timeout: Duration,
+    /// When the write that gave us the current generation was sent: the lease is ours
+    /// for `timeout` from then, on our clock.
+    written_at: Instant,
+    /// Whether it was taken over from another holder (expired or released) rather than
+    /// created fresh at the first try: the guarded state may have changed since it was
+    /// last checked.
+    taken_over: bool,
+}
+
+impl Lease {
+    /// The object path.
+    pub fn path(&self) -> &str {
+        &self.path
+    }
+
+    /// The ETag the lease guards (`*` for a create).
+    pub fn etag(&self) -> &str {
+        &self.etag
+    }
+
+    /// The current generation: strictly increasing across holders, usable as a fencing
+    /// token.
+    pub fn generation(&self) -> u64 {
+        self.generation
+    }
+
+    /// The nonce naming this holder in the record.
+    pub fn owner(&self) -> &str {
+        &self.owner
+    }
+
+    /// When the lease runs out on this process's monotonic clock, unless renewed.
+    pub fn deadline(&self) -> Instant {
+        self.written_at + self.timeout
+    }
+
+    /// Whether the lease was taken over from an expired or released holder.
+    pub fn was_taken_over(&self) -> bool {
+        self.taken_over
+    }
+}
+
+/// The lease protocol failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum LeaseError {
+    /// The lease table failed.
+    #[error("lease table: {0}")]
+    Table(#[from] TableError),
+    /// The generation counter of a lease reached its maximum.
+    #[error(
+        "lease {path}#{etag} is at generation u64::MAX and cannot be taken again; delete the record (dynacommit lease break) once no writer uses it"
+    )]
+    GenerationExhausted {
+        /// The path.
+        path: String,
+        /// The etag.
+        etag: String,
+    },
+    /// The lease was lost while held: the guarded operation was abandoned.
+    #[error(
+        "lost the lease on {path}#{etag} at generation {generation}: {reason}; the operation was abandoned and may or may not have been applied"
+    )]
+    Lost {
+        /// The path.
+        path: String,
+        /// The etag.
+        etag: String,
+        /// The generation we held.
+        generation: u64,
+        /// Why.
+        reason: String,
+    },
+}
+
+impl LeaseError {
+    fn lost(lease: &Lease, reason: impl Into<String>) -> Self {
+        Self::Lost {
+            path: lease.path.clone(),
+            etag: lease.etag.clone(),
+            generation: lease.generation,
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Acquisition failed: the caller's check refused, or the protocol failed.
+#[derive(Debug, thiserror::Error)]
+pub enum AcquireError<E> {
+    /// The precondition check failed (the object changed, or could not be read).
+    #[error(transparent)]
+    Check(E),
+    /// The lease protocol failed.
+    #[error(transparent)]
+    Lease(#[from] LeaseError),
+}
+
+/// What a waiter does next.
+enum Turn {
+    /// Reclaim this record (expired or released).
+    Reclaim(LeaseRecord),
+    /// The record is gone: start afresh.
+    Fresh,
+}
+
+impl LeaseManager {
+    /// A manager for `table` with `config`, once the config is checked.
+    pub fn new(
+        table: Arc<dyn LeaseTable>,
+        config: LeaseConfig,
+    ) -> Result<Self, super::ConfigError> {
+        config.validate()?;
+        Ok(Self {
+            table,
+            config: Arc::new(config),
+        })
+    }
+
+    /// The settings.
+    pub fn config(&self) -> &LeaseConfig {
+        &self.config
+    }
+
+    /// The table.
+    pub fn table(&self) -> &Arc<dyn LeaseTable> {
+        &self.table
+    }
+
+    fn record(
+        &self,
+        path: &str,
+        etag: &str,
+        generation: u64,
+        owner: &str,
+        released: bool,
+    ) -> LeaseRecord {
+        let ttl = chrono::Utc::now()
+            + chrono::Duration::from_std(self.config.ttl).unwrap_or(chrono::Duration::MAX);
+        LeaseRecord {
+            path: path.to_owned(),
+            etag: etag.to_owned(),
+            generation,
+            timeout: self.config.timeout,
+            ttl: ttl.timestamp(),
+            owner: Some(owner.to_owned()),
+            released,
+        }
+    }
+
+    /// Takes the lease on (path, etag), waiting as long as another writer holds it.
+    ///
+    /// `check` is the operation's precondition (for a create: the object is absent). It
+    /// runs on every poll while waiting, so a waiter learns at once that the holder's
+    /// write has made its own pointless; and once more after taking the lease over from
+    /// another holder, whose write may have landed since the caller's first check. Its
+    /// error ends the wait. The caller checks once before calling.
+    ///
+    /// The future may be dropped at any point; at worst a lease it wrote stays until it
+    /// expires.
+    pub async fn acquire<E, F, Fut>(
+        &self,
+        path: &str,
+        etag: &str,
+        mut check: F,
+    ) -> Result<Lease, AcquireError<E>>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<(), E>>,
+    {
+        let owner = new_owner();
+        let mut expect = Expect::Absent;
+        let mut generation = 0;
+        let mut taken_over = false;
+        loop {
+            let record = self.record(path, etag, generation, &owner, false);
+            let sent = Instant::now();
+            let observed = match self.table.put(&record, &expect).await {
+                Ok(PutOutcome::Written) => None,
+                Ok(PutOutcome::Conflict(Some(found)))
+                    if found.is_written_by(&owner, generation) =>
+                {
+                    // Our own write, applied by an earlier attempt whose answer was lost.
+                    tracing::debug!(path, etag, generation, "recognised our own lease");
+                    None
+                }
+                Ok(PutOutcome::Conflict(found)) => Some(found),
+                Err(e) if e.is_ambiguous() => {
+                    // The write may have landed: look before deciding.
+                    match self.table.get(path, etag).await.map_err(LeaseError::from)? {
+                        Some(found) if found.is_written_by(&owner, generation) => None,
+                        other => Some(other),
+                    }
+                }
+                Err(e) => return Err(LeaseError::from(e).into()),
+            };
+            let Some(found) = observed else {
+                let lease = Lease {
+                    path: path.to_owned(),
+                    etag: etag.to_owned(),
+                    generation,
+                    owner,
+                    timeout: self.config.timeout,
+                    written_at: sent,
+                    taken_over,
+                };
+                if lease.taken_over
+                    && let Err(e) = check().await
+                {
+                    // Nothing was written under this lease: hand it straight back.
+                    self.release_quietly(lease).await;
+                    return Err(AcquireError::Check(e));
+                }
+                return Ok(lease);
+            };
+            taken_over = true;
+            let turn = match found {
+                Some(found) => self.wait_for_turn(found, &mut check).await?,
+                None => Turn::Fresh,
+            };
+            (expect, generation) = match turn {
+                Turn::Fresh => (Expect::Absent, 0),
+                Turn::Reclaim(stale) => {
+                    let next = stale.generation.checked_add(1).ok_or_else(|| {
+                        LeaseError::GenerationExhausted {
+                            path: path.to_owned(),
+                            etag: etag.to_owned(),
+                        }
+                    })?;
+                    (Expect::Generation(stale.generation), next)
+                }
+            };
+        }
+    }
+
+    /// Waits until `seen` is released, has stood unchanged for its timeout x skew rate,
+    /// or is gone; polling the caller's check and the record meanwhile.
+    async fn wait_for_turn<E, F, Fut>(
+        &self,
+        mut seen: LeaseRecord,
+        check: &mut F,
+    ) -> Result<Turn, AcquireError<E>>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<(), E>>,
+    {
+        let mut seen_at = Instant::now();
+        loop {
+            if seen.released {
+                return Ok(Turn::Reclaim(seen));
+            }
+            let stale = stale_after(seen.timeout, self.config.max_clock_skew_rate);
+            let waited = seen_at.elapsed();
+            if waited >= stale {
+                tracing::debug!(path = %seen.path, generation = seen.generation, ?waited, "reclaiming a stale lease");
+                return Ok(Turn::Reclaim(seen));
+            }
+            tokio::time::sleep(self.config.poll_interval.min(stale - waited)).await;
+            check().await.map_err(AcquireError::Check)?;
+            match self.table.get(&seen.path, &seen.etag).await {
+                Ok(None) => return Ok(Turn::Fresh),
+                Ok(Some(now)) => {
+                    if (now.generation, &now.owner, now.released)
+                        != (seen.generation, &seen.owner, seen.released)
+                    {
+                        // Renewed, reclaimed or released: the clock starts again.
+                        seen = now;
+                        seen_at = Instant::now();
+                    }
+                }
+                // A failed read only delays noticing a change; the timer stays sound.
+                Err(e) => tracing::debug!(error = %e, "lease read failed while waiting"),
+            }
+        }
+    }
+
+    /// Runs `op` while keeping `lease` renewed, and returns its output. If renewal cannot
+    /// be confirmed before the lease's local deadline, or another writer holds the lease,
+    /// `op` is dropped and [`LeaseError::Lost`] returned, before any waiter could reclaim
+    /// (for clock rates within the skew rate).
+    ///
+    /// `op` is never dropped merely for running long: a slow write keeps its lease for as
+    /// long as it runs, so a late write cannot land on top of another writer's.
+    pub async fn run_while_held<T>(
+        &self,
+        lease: &mut Lease,
+        op: impl Future<Output = T>,
+    ) -> Result<T, LeaseError> {
+        let op = std::pin::pin!(op);
+        let renewal = std::pin::pin!(self.keep_renewed(lease));
+        tokio::select! {
+            biased;
+            out = op => Ok(out),
+            lost = renewal => Err(lost),
+        }
+    }
+
+    /// Renews `lease` each third of its timeout, forever; returns only when it is lost.
+    async fn keep_renewed(&self, lease: &mut Lease) -> LeaseError {
+        loop {
+            tokio::time::sleep_until(lease.written_at + lease.timeout / 3).await;
+            let first_sent = Instant::now();
+            loop {
+                let deadline = lease.deadline();
+                match tokio::time::timeout_at(deadline, self.renew_since(lease, first_sent)).await {
+                    Ok(Ok(())) => break,
+                    Ok(Err(
+                        e @ (LeaseError::Lost { .. } | LeaseError::GenerationExhausted { .. }),
+                    )) => {
+                        return e;
+                    }
+                    Ok(Err(e)) => {
+                        tracing::warn!(path = %lease.path, error = %e, "lease renewal failed; retrying until the deadline");
+                        let pause = self.config.poll_interval;
+                        if Instant::now() + pause >= deadline {
+                            tokio::time::sleep_until(deadline).await;
+                            return LeaseError::lost(
+                                lease,
+                                format!(
+                                    "renewal not confirmed before the lease deadline (last error: {e})"
+                                ),
+                            );
+                        }
+                        tokio::time::sleep(pause).await;
+                    }
+                    Err(_) => {
+                        return LeaseError::lost(
+                            lease,
+                            "renewal not confirmed before the lease deadline",
+                        );
+                    }
+                }
+            }
+        }
+    }
+
+    /// Renews `lease` once: writes the next generation if the record is still ours.
+    pub async fn renew(&self, lease: &mut Lease) -> Result<(), LeaseError> {
+        self.renew_since(lease, Instant::now()).await
+    }
+
+    /// Renewal, where `first_sent` is when the first of a series of attempts (earlier
+    /// ones ambiguous) was sent: if one of those landed, the lease runs from then.
+    async fn renew_since(&self, lease: &mut Lease, first_sent: Instant) -> Result<(), LeaseError> {
+        let next =
+            lease
+                .generation
+                .checked_add(1)
+                .ok_or_else(|| LeaseError::GenerationExhausted {
+                    path: lease.path.clone(),
+                    etag: lease.etag.clone(),
+                })?;
+        let record = self.record(&lease.path, &lease.etag, next, &lease.owner, false);
+        let expect = Expect::Owned {
+            generation: lease.generation,
+            owner: lease.owner.clone(),
+        };
+        let sent = Instant::now();
+        let written_at = match self.table.put(&record, &expect).await? {
+            PutOutcome::Written => sent,
+            PutOutcome::Conflict(Some(found)) if found.is_written_by(&lease.owner, next) => {
+                first_sent
+            }
+            PutOutcome::Conflict(found) => {
+                let reason = match found {
+                    Some(f) => format!(
+                        "the record is now generation {} of {}",
+                        f.generation,
+                        f.owner.as_deref().unwrap_or("an object_store 0.12 writer")
+                    ),
+                    None => "the record was deleted".to_owned(),
+                };
+                return Err(LeaseError::lost(lease, reason));
+            }
+        };
+        lease.generation = next;
+        lease.written_at = written_at;
+        Ok(())
+    }
+
+    /// Marks `lease` released, so the next writer of (path, etag) takes it at once instead
+    /// of waiting for it to expire. Call only when the guarded operation's outcome is
+    /// known (it succeeded, or failed without writing): a write that may still land must
+    /// keep its lease until it expires.
+    pub async fn release(&self, mut lease: Lease) -> Result<(), LeaseError> {
+        // At most twice: a renewal dropped in flight may have moved our record one
+        // generation on; it is still ours (the owner nonce says so) to release.
+        for _ in 0..2 {
+            let record = self.record(
+                &lease.path,
+                &lease.etag,
+                lease.generation,
+                &lease.owner,
+                true,
+            );
+            let expect = Expect::Owned {
+                generation: lease.generation,
+                owner: lease.owner.clone(),
+            };
+            match self.table.put(&record, &expect).await? {
+                PutOutcome::Written => return Ok(()),
+                PutOutcome::Conflict(Some(found))
+                    if found.owner.as_deref() == Some(lease.owner.as_str())
+                        && found.generation > lease.generation =>
+                {
+                    lease.generation = found.generation;
+                }
+                PutOutcome::Conflict(_) => break,
+            }
+        }
+        Err(LeaseError::lost(&lease, "it was no longer ours to release"))
+    }
+
+    /// [`release`](Self::release), logging instead of failing: a release that does not
+    /// land only makes the next writer wait for expiry.
+    pub async fn release_quietly(&self, lease: Lease) {
+        let path = lease.path.clone();
+        if let Err(e) = self.release(lease).await {
+            tracing::debug!(%path, error = %e, "lease release failed; it will expire instead");
+        }
+    }
+
+    /// Releases `lease` in the background (off the caller's critical path) when a Tokio
+    /// runtime is running; otherwise leaves it to expire.
+    pub fn release_in_background(&self, lease: Lease) {
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            let manager = self.clone();
+            runtime.spawn(async move { manager.release_quietly(lease).await });
+        }
+    }
+}
+
+/// A fresh random owner nonce: 128 bits, so two acquisitions never share one.
+fn new_owner() -> String {
+    format!("{:032x}", rand::random::<u128>())
+}

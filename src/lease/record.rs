@@ -1,0 +1,64 @@
+//! The lease record and the conditions a write of one can carry.
+
+use std::time::Duration;
+
+/// The `etag` of a lease guarding the creation of an object that must not exist yet.
+pub const CREATE_ETAG: &str = "*";
+
+/// One lease as stored: the row of the lease table.
+///
+/// The first five fields are object_store 0.12's DynamoCommit schema, unchanged, so old
+/// and new writers read each other's records. `owner` and `released` are ours; old
+/// writers ignore them, and their own writes (whole-item puts) drop them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LeaseRecord {
+    /// The object's path (hash key).
+    pub path: String,
+    /// The ETag the operation expects, or [`CREATE_ETAG`] (range key).
+    pub etag: String,
+    /// Strictly increasing per (path, etag) while the record lives: each acquisition,
+    /// reclaim and renewal writes the next one.
+    pub generation: u64,
+    /// How long the holder may hold it without renewing (the `timeout` attribute, in ms).
+    pub timeout: Duration,
+    /// When the table may delete the record (epoch seconds; DynamoDB TTL).
+    pub ttl: i64,
+    /// A random nonce naming the acquisition that wrote the record; `None` in records
+    /// of old writers.
+    pub owner: Option<String>,
+    /// Set by a holder whose operation has a known outcome: the next writer need not wait.
+    pub released: bool,
+}
+
+impl LeaseRecord {
+    /// Whether this is the record an acquisition by `owner` at `generation` wrote.
+    pub fn is_written_by(&self, owner: &str, generation: u64) -> bool {
+        self.generation == generation && self.owner.as_deref() == Some(owner)
+    }
+}
+
+/// What must be true of the stored record for a write to apply.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Expect {
+    /// No record at this (path, etag): a first acquisition.
+    Absent,
+    /// A record at exactly this generation: reclaiming an expired or released lease.
+    Generation(u64),
+    /// A record at this generation written by this owner: renewing or releasing our own.
+    Owned {
+        /// The generation we hold.
+        generation: u64,
+        /// Our nonce.
+        owner: String,
+    },
+}
+
+/// The answer to a conditional write.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PutOutcome {
+    /// The condition held and the record was written.
+    Written,
+    /// The condition failed; the record that stood, if the table sent it back (or
+    /// `None` if there was none, or the table would not say).
+    Conflict(Option<LeaseRecord>),
+}

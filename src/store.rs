@@ -1,0 +1,313 @@
+//! [`CommitStore`]: an `ObjectStore` whose conditional writes are made safe by leases.
+
+use std::ops::Range;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::stream::BoxStream;
+use object_store::path::Path;
+use object_store::{
+    CopyMode, CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta,
+    ObjectStore, ObjectStoreExt, PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult,
+    RenameOptions, RenameTargetMode, Result,
+};
+
+use crate::lease::{AcquireError, CREATE_ETAG, LeaseError, LeaseManager};
+
+/// The name this wrapper gives in `object_store::Error::Generic`.
+const STORE: &str = "dynacommit";
+
+/// Wraps any `ObjectStore` so that its conditional writes are safe even where the store
+/// itself ignores conditions (s3rver, some MinIO and Ceph versions) or lacks them (S3's
+/// copy-if-not-exists).
+///
+/// `put_opts` with [`PutMode::Create`] or [`PutMode::Update`], `copy_opts` with
+/// [`CopyMode::Create`] and `rename_opts` with [`RenameTargetMode::Create`] take a lease on
+/// (path, expected ETag) first, check the precondition, and then do a plain write on the
+/// inner store; every other call goes straight through, untouched.
+///
+/// Safe only if every writer of a path makes its conditional writes through the same lease
+/// table (this wrapper, or object_store 0.12's `DynamoCommit` on the same DynamoDB table),
+/// and no one writes those paths unconditionally. See `docs/protocol.md`.
+///
+/// ```
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::sync::Arc;
+/// use dynacommit::CommitStore;
+/// use dynacommit::lease::{LeaseConfig, LeaseManager, MemoryLeaseTable};
+/// use object_store::memory::InMemory;
+/// use object_store::{ObjectStore, PutMode, path::Path};
+///
+/// let leases = LeaseManager::new(Arc::new(MemoryLeaseTable::new()), LeaseConfig::default())?;
+/// let store = CommitStore::new(Arc::new(InMemory::new()), leases);
+/// let path = Path::from("_log/00000000000000000000.json");
+/// store.put_opts(&path, "commit 0".into(), PutMode::Create.into()).await?;
+/// let again = store.put_opts(&path, "rival".into(), PutMode::Create.into()).await;
+/// assert!(matches!(again, Err(object_store::Error::AlreadyExists { .. })));
+/// # Ok(()) }
+/// ```
+pub struct CommitStore {
+    inner: Arc<dyn ObjectStore>,
+    leases: LeaseManager,
+}
+
+impl CommitStore {
+    /// Wraps `inner`, coordinating its conditional writes through `leases`.
+    pub fn new(inner: Arc<dyn ObjectStore>, leases: LeaseManager) -> Self {
+        Self { inner, leases }
+    }
+
+    /// The wrapped store.
+    pub fn inner(&self) -> &Arc<dyn ObjectStore> {
+        &self.inner
+    }
+
+    /// The lease manager.
+    pub fn leases(&self) -> &LeaseManager {
+        &self.leases
+    }
+
+    /// The lease protocol around one write: check, lease, re-check if taken over, write
+    /// while renewing, release once the outcome is known.
+    /// `write` is only called once the lease is held.
+    async fn guarded<T, C, CF, W, WF>(
+        &self,
+        path: &Path,
+        etag: &str,
+        check: C,
+        write: W,
+    ) -> Result<T>
+    where
+        C: Fn() -> CF,
+        CF: Future<Output = Result<()>>,
+        W: FnOnce() -> WF,
+        WF: Future<Output = Result<T>>,
+    {
+        check().await?;
+        let mut lease = self
+            .leases
+            .acquire(path.as_ref(), etag, &check)
+            .await
+            .map_err(|e| match e {
+                AcquireError::Check(e) => e,
+                AcquireError::Lease(e) => lease_error(path, e),
+            })?;
+        let outcome = self
+            .leases
+            .run_while_held(&mut lease, write())
+            .await
+            .map_err(|e| lease_error(path, e))?;
+        if has_known_outcome(&outcome) {
+            self.leases.release_in_background(lease);
+        }
+        outcome
+    }
+
+    /// Succeeds if nothing is at `path`.
+    async fn check_absent(&self, path: &Path) -> Result<()> {
+        match self.inner.head(path).await {
+            Ok(_) => Err(object_store::Error::AlreadyExists {
+                path: path.to_string(),
+                source: "the object already exists".into(),
+            }),
+            Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Succeeds if the copy or rename target `to` is absent; if it is present, reports a
+    /// missing source first, as stores do natively.
+    async fn check_copy_target(&self, from: &Path, to: &Path) -> Result<()> {
+        match self.check_absent(to).await {
+            Err(exists @ object_store::Error::AlreadyExists { .. }) => {
+                self.inner.head(from).await?;
+                Err(exists)
+            }
+            other => other,
+        }
+    }
+
+    /// Succeeds if the object at `path` has ETag `expected`.
+    async fn check_etag(&self, path: &Path, expected: &str) -> Result<()> {
+        let precondition = |why: String| object_store::Error::Precondition {
+            path: path.to_string(),
+            source: why.into(),
+        };
+        match self.inner.head(path).await {
+            Ok(meta) if meta.e_tag.as_deref() == Some(expected) => Ok(()),
+            Ok(meta) => Err(precondition(format!(
+                "ETag is {}, expected {expected}",
+                meta.e_tag.as_deref().unwrap_or("(none)")
+            ))),
+            Err(object_store::Error::NotFound { .. }) => {
+                Err(precondition("the object does not exist".into()))
+            }
+            Err(e) => Err(e),
+        }
+    }
+}
+
+/// Whether an inner store's answer settles what happened: success, or a failure that
+/// means nothing was written. A timeout or a 5xx (`Generic`) may still land later, so its
+/// lease must stay until it expires.
+fn has_known_outcome<T>(outcome: &Result<T>) -> bool {
+    use object_store::Error as E;
+    match outcome {
+        Ok(_) => true,
+        Err(
+            E::NotFound { .. }
+            | E::AlreadyExists { .. }
+            | E::Precondition { .. }
+            | E::NotModified { .. }
+            | E::InvalidPath { .. }
+            | E::NotSupported { .. }
+            | E::NotImplemented { .. }
+            | E::PermissionDenied { .. }
+            | E::Unauthenticated { .. },
+        ) => true,
+        Err(_) => false,
+    }
+}
+
+fn lease_error(path: &Path, e: LeaseError) -> object_store::Error {
+    tracing::warn!(%path, error = %e, "conditional write failed in the lease protocol");
+    object_store::Error::Generic {
+        store: STORE,
+        source: Box::new(e),
+    }
+}
+
+impl std::fmt::Display for CommitStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "CommitStore({}, {})",
+            self.inner,
+            self.leases.table().describe()
+        )
+    }
+}
+
+// The inner store's Debug output is not ours to trust with secrets: show its Display.
+impl std::fmt::Debug for CommitStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CommitStore")
+            .field("inner", &format_args!("{}", self.inner))
+            .field("leases", &self.leases)
+            .finish()
+    }
+}
+
+#[async_trait]
+#[deny(clippy::missing_trait_methods)]
+impl ObjectStore for CommitStore {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> Result<PutResult> {
+        let PutOptions {
+            mode,
+            tags,
+            attributes,
+            extensions,
+        } = opts;
+        let plain = PutOptions {
+            mode: PutMode::Overwrite,
+            tags,
+            attributes,
+            extensions,
+        };
+        let write = || self.inner.put_opts(location, payload, plain);
+        match mode {
+            PutMode::Overwrite => write().await,
+            PutMode::Create => {
+                self.guarded(location, CREATE_ETAG, || self.check_absent(location), write)
+                    .await
+            }
+            PutMode::Update(version) => {
+                let Some(etag) = version.e_tag else {
+                    return Err(object_store::Error::Generic {
+                        store: STORE,
+                        source: "PutMode::Update needs an e_tag: pass the UpdateVersion from the \
+                                 PutResult or ObjectMeta of the version you read"
+                            .into(),
+                    });
+                };
+                self.guarded(location, &etag, || self.check_etag(location, &etag), write)
+                    .await
+            }
+        }
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        self.inner.get_opts(location, options).await
+    }
+
+    async fn get_ranges(&self, location: &Path, ranges: &[Range<u64>]) -> Result<Vec<Bytes>> {
+        self.inner.get_ranges(location, ranges).await
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, Result<Path>>,
+    ) -> BoxStream<'static, Result<Path>> {
+        self.inner.delete_stream(locations)
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.inner.list_with_offset(prefix, offset)
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
+        match options.mode {
+            CopyMode::Overwrite => self.inner.copy_opts(from, to, options).await,
+            CopyMode::Create => {
+                let plain = CopyOptions {
+                    mode: CopyMode::Overwrite,
+                    ..options
+                };
+                let write = || self.inner.copy_opts(from, to, plain);
+                self.guarded(to, CREATE_ETAG, || self.check_copy_target(from, to), write)
+                    .await
+            }
+        }
+    }
+
+    async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {
+        match options.target_mode {
+            RenameTargetMode::Overwrite => self.inner.rename_opts(from, to, options).await,
+            RenameTargetMode::Create => {
+                let plain = RenameOptions {
+                    target_mode: RenameTargetMode::Overwrite,
+                    ..options
+                };
+                let write = || self.inner.rename_opts(from, to, plain);
+                self.guarded(to, CREATE_ETAG, || self.check_copy_target(from, to), write)
+                    .await
+            }
+        }
+    }
+}

@@ -1,0 +1,110 @@
+//! The S3 servers the scripts start: s3rver (ignores conditional headers) and SeaweedFS
+//! (honours them). Each test gets buckets of its own, so tests that list or delete a
+//! whole bucket never see each other.
+
+use bytes::Bytes;
+use object_store::aws::{
+    AmazonS3, AmazonS3Builder, AwsAuthorizer, AwsCredential, S3ConditionalPut,
+};
+use object_store::client::HttpRequestBody;
+
+/// One of the two S3 servers.
+#[derive(Debug, Clone, Copy)]
+pub enum S3Server {
+    /// s3rver 3.7.1.
+    S3rver,
+    /// SeaweedFS 4.48.
+    SeaweedFs,
+}
+
+impl S3Server {
+    /// Its URL, from the variables `scripts/services.sh env` prints.
+    pub fn url(self) -> String {
+        let (var, default) = match self {
+            Self::S3rver => ("DYNACOMMIT_TEST_S3RVER", "http://127.0.0.1:4568"),
+            Self::SeaweedFs => ("DYNACOMMIT_TEST_SEAWEEDFS", "http://127.0.0.1:8333"),
+        };
+        std::env::var(var).unwrap_or_else(|_| default.into())
+    }
+
+    /// Its access key and secret.
+    pub fn keys(self) -> (String, String) {
+        match self {
+            Self::S3rver => ("S3RVER".into(), "S3RVER".into()),
+            Self::SeaweedFs => (
+                std::env::var("DYNACOMMIT_TEST_SEAWEEDFS_KEY")
+                    .unwrap_or_else(|_| "dynacommit".into()),
+                std::env::var("DYNACOMMIT_TEST_SEAWEEDFS_SECRET")
+                    .unwrap_or_else(|_| "dynacommit-secret".into()),
+            ),
+        }
+    }
+
+    fn name(self) -> &'static str {
+        match self {
+            Self::S3rver => "s3rver",
+            Self::SeaweedFs => "seaweedfs",
+        }
+    }
+
+    /// Creates a fresh bucket (failing loudly, with the way to start the server, if the
+    /// server is not there) and returns a store on it.
+    pub async fn fresh_store(self, conditional_put: S3ConditionalPut) -> AmazonS3 {
+        let bucket = format!("dc-{:012x}", rand::random::<u64>() >> 16);
+        self.create_bucket(&bucket).await;
+        self.store(&bucket, conditional_put)
+    }
+
+    /// A store on an existing bucket.
+    pub fn store(self, bucket: &str, conditional_put: S3ConditionalPut) -> AmazonS3 {
+        let (key, secret) = self.keys();
+        AmazonS3Builder::new()
+            .with_endpoint(self.url())
+            .with_allow_http(true)
+            .with_region("us-east-1")
+            .with_bucket_name(bucket)
+            .with_access_key_id(key)
+            .with_secret_access_key(secret)
+            .with_conditional_put(conditional_put)
+            .build()
+            .unwrap()
+    }
+
+    async fn create_bucket(self, bucket: &str) {
+        let (key, secret) = self.keys();
+        let credential = AwsCredential {
+            key_id: key,
+            secret_key: secret,
+            token: None,
+        };
+        let url = format!("{}/{bucket}", self.url());
+        let mut request = http::Request::builder()
+            .method("PUT")
+            .uri(&url)
+            .body(HttpRequestBody::from(Bytes::new()))
+            .unwrap();
+        AwsAuthorizer::new(&credential, "s3", "us-east-1")
+            .try_authorize(&mut request, None)
+            .unwrap();
+        let mut send = reqwest::Client::new().put(&url);
+        for (name, value) in request.headers() {
+            send = send.header(name, value);
+        }
+        match send.send().await {
+            Ok(r) if r.status().is_success() => {}
+            Ok(r) => panic!(
+                "{} refused to create bucket {bucket}: HTTP {} {}",
+                self.name(),
+                r.status(),
+                r.text().await.unwrap_or_default()
+            ),
+            Err(e) => panic!(
+                "{} is not answering at {} ({e}). Start it with `scripts/services.sh start {}`, \
+                 or run the whole suite with `scripts/test.sh`.",
+                self.name(),
+                self.url(),
+                self.name()
+            ),
+        }
+    }
+}
