@@ -3,6 +3,7 @@
 #![allow(dead_code, clippy::unwrap_used, clippy::expect_used)]
 
 pub mod fake_server;
+pub mod faults;
 pub mod s3;
 
 use std::time::Duration;

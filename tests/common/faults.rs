@@ -1,0 +1,172 @@
+//! Fault injection for deterministic simulation: a lease table and an object store whose
+//! misbehaviour a test scripts. Time is Tokio's, so under `start_paused` every delay is
+//! exact and instant.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use dynacommit::lease::{
+    Expect, LeaseRecord, LeaseTable, MemoryLeaseTable, PutOutcome, TableError,
+};
+use futures::stream::BoxStream;
+use object_store::path::Path;
+use object_store::{
+    CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta, ObjectStore,
+    PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, Result,
+};
+use tokio::time::Instant;
+
+/// What the table does wrong.
+#[derive(Debug, Default, Clone)]
+pub struct TableFaults {
+    /// Apply this many of the next puts, then answer with an ambiguous error.
+    pub lose_answers: usize,
+    /// Fail every renewal or release (a put expecting our own record) ambiguously.
+    pub fail_owned_puts: bool,
+    /// Fail this many of the next renewals ambiguously, without applying them.
+    pub fail_next_owned_puts: usize,
+}
+
+/// A [`MemoryLeaseTable`] with scripted faults and a log of every applied write.
+#[derive(Debug, Default)]
+pub struct FaultyTable {
+    inner: MemoryLeaseTable,
+    faults: Mutex<TableFaults>,
+    log: Mutex<Vec<(Instant, LeaseRecord)>>,
+}
+
+impl FaultyTable {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self::default())
+    }
+
+    pub fn set_faults(&self, faults: TableFaults) {
+        *self.faults.lock().unwrap() = faults;
+    }
+
+    /// Every write applied, with when.
+    pub fn writes(&self) -> Vec<(Instant, LeaseRecord)> {
+        self.log.lock().unwrap().clone()
+    }
+
+    /// Seeds a record directly.
+    pub async fn seed(&self, record: LeaseRecord) {
+        self.inner.put(&record, &Expect::Absent).await.unwrap();
+    }
+}
+
+fn injected(message: &str) -> TableError {
+    TableError::Injected {
+        message: message.into(),
+        ambiguous: true,
+    }
+}
+
+#[async_trait]
+impl LeaseTable for FaultyTable {
+    async fn put(&self, record: &LeaseRecord, expect: &Expect) -> Result<PutOutcome, TableError> {
+        let owned = matches!(expect, Expect::Owned { .. });
+        {
+            let mut faults = self.faults.lock().unwrap();
+            if owned && faults.fail_owned_puts {
+                return Err(injected("renewal blocked"));
+            }
+            if owned && faults.fail_next_owned_puts > 0 {
+                faults.fail_next_owned_puts -= 1;
+                return Err(injected("renewal answer lost (not applied)"));
+            }
+        }
+        let outcome = self.inner.put(record, expect).await?;
+        if outcome == PutOutcome::Written {
+            self.log
+                .lock()
+                .unwrap()
+                .push((Instant::now(), record.clone()));
+        }
+        let mut faults = self.faults.lock().unwrap();
+        if faults.lose_answers > 0 {
+            faults.lose_answers -= 1;
+            return Err(injected("answer lost after the write applied"));
+        }
+        Ok(outcome)
+    }
+
+    async fn get(&self, path: &str, etag: &str) -> Result<Option<LeaseRecord>, TableError> {
+        self.inner.get(path, etag).await
+    }
+
+    fn describe(&self) -> String {
+        "faulty in-process table".into()
+    }
+}
+
+/// An object store whose puts (and copies) take `delay` before reaching the inner store.
+#[derive(Debug)]
+pub struct SlowStore {
+    pub inner: Arc<dyn ObjectStore>,
+    pub delay: Duration,
+}
+
+impl std::fmt::Display for SlowStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "SlowStore({:?}, {})", self.delay, self.inner)
+    }
+}
+
+#[async_trait]
+impl ObjectStore for SlowStore {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> Result<PutResult> {
+        tokio::time::sleep(self.delay).await;
+        self.inner.put_opts(location, payload, opts).await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        self.inner.get_opts(location, options).await
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, Result<Path>>,
+    ) -> BoxStream<'static, Result<Path>> {
+        self.inner.delete_stream(locations)
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.inner.list_with_offset(prefix, offset)
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
+        tokio::time::sleep(self.delay).await;
+        self.inner.copy_opts(from, to, options).await
+    }
+
+    async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {
+        self.inner.rename_opts(from, to, options).await
+    }
+}
