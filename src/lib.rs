@@ -13,6 +13,7 @@
 
 pub mod dynamo;
 pub mod lease;
+pub mod race;
 mod store;
 
 pub use store::CommitStore;

@@ -75,7 +75,9 @@ pub(crate) fn to_item(record: &LeaseRecord) -> Item {
         item.insert("owner".to_owned(), AttributeValue::from(owner.as_str()));
     }
     if record.released {
-        item.insert("released".to_owned(), AttributeValue::Bool(true));
+        // A number, not a BOOL: object_store 0.12.5 fails to parse a conflict answer
+        // holding any attribute type other than S and N.
+        item.insert("released".to_owned(), AttributeValue::from(1u8));
     }
     item
 }
@@ -109,8 +111,7 @@ pub(crate) fn from_item(item: &Item) -> Result<LeaseRecord, TableError> {
         owner: text("owner").map(str::to_owned),
         released: item
             .get("released")
-            .and_then(AttributeValue::as_bool)
-            .unwrap_or(false),
+            .is_some_and(|v| v.as_u64().is_some_and(|n| n != 0) || v.as_bool() == Some(true)),
         path: path.clone(),
         etag: etag.clone(),
     })
@@ -185,6 +186,16 @@ mod tests {
     #[test]
     fn records_round_trip_through_items() {
         assert_eq!(from_item(&to_item(&record())).unwrap(), record());
+    }
+
+    #[test]
+    fn every_attribute_is_a_string_or_a_number_as_object_store_0_12_5_requires() {
+        for (name, value) in to_item(&record()) {
+            assert!(
+                matches!(value, AttributeValue::S(_) | AttributeValue::N(_)),
+                "{name}: {value:?}"
+            );
+        }
     }
 
     #[test]

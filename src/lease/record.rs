@@ -27,6 +27,7 @@ pub struct LeaseRecord {
     /// of old writers.
     pub owner: Option<String>,
     /// Set by a holder whose operation has a known outcome: the next writer need not wait.
+    /// Stored as the number 1 (old writers parse only strings and numbers).
     pub released: bool,
 }
 

@@ -50,9 +50,15 @@ impl S3Server {
     /// Creates a fresh bucket (failing loudly, with the way to start the server, if the
     /// server is not there) and returns a store on it.
     pub async fn fresh_store(self, conditional_put: S3ConditionalPut) -> AmazonS3 {
+        let bucket = self.fresh_bucket().await;
+        self.store(&bucket, conditional_put)
+    }
+
+    /// Creates a fresh bucket and returns its name.
+    pub async fn fresh_bucket(self) -> String {
         let bucket = format!("dc-{:012x}", rand::random::<u64>() >> 16);
         self.create_bucket(&bucket).await;
-        self.store(&bucket, conditional_put)
+        bucket
     }
 
     /// A store on an existing bucket.

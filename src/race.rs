@@ -1,0 +1,240 @@
+//! A Delta-style commit race: many writers appending to one log, each claiming the next
+//! version with a create-if-absent, and a check that every version was won exactly once.
+//!
+//! This is the job a commit layer exists for, and the test of one: run it on a store that
+//! ignores conditional writes and it finds duplicates at once; run it through
+//! [`CommitStore`](crate::CommitStore) and it finds none.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures::{StreamExt, TryStreamExt, stream};
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode};
+use tokio::time::Instant;
+
+/// One writer of the log: something that can create an object only if it is absent.
+#[async_trait]
+pub trait LogWriter: Send + Sync {
+    /// Creates `path` with `body` unless an object is there: `Ok(true)` if this call
+    /// wrote it, `Ok(false)` if one already existed.
+    async fn create(&self, path: &Path, body: Bytes) -> Result<bool, String>;
+}
+
+/// A [`LogWriter`] over any `ObjectStore`, creating with [`PutMode::Create`].
+#[derive(Debug, Clone)]
+pub struct StoreWriter(pub Arc<dyn ObjectStore>);
+
+#[async_trait]
+impl LogWriter for StoreWriter {
+    async fn create(&self, path: &Path, body: Bytes) -> Result<bool, String> {
+        match self
+            .0
+            .put_opts(path, body.into(), PutMode::Create.into())
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}
+
+/// The path of log version `version` under `prefix`: `prefix/00000000000000000042.json`.
+pub fn version_path(prefix: &Path, version: u64) -> Path {
+    prefix.clone().join(format!("{version:020}.json"))
+}
+
+/// What a race found.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RaceReport {
+    /// Writers that raced.
+    pub writers: usize,
+    /// Commits each writer made.
+    pub commits_per_writer: usize,
+    /// Versions present in the store, from 0 without a gap.
+    pub versions: u64,
+    /// Versions missing below the highest one present.
+    pub gaps: Vec<u64>,
+    /// Versions that more than one writer was told it had won.
+    pub duplicates: Vec<u64>,
+    /// Versions won whose stored body is not the winner's (a lost commit).
+    pub lost: Vec<u64>,
+    /// Times a writer found its next version taken and moved on.
+    pub conflicts: u64,
+    /// Latency of each winning create.
+    pub latency: Percentiles,
+    /// Wall time of the race itself (not the check).
+    pub elapsed: Duration,
+}
+
+impl RaceReport {
+    /// Whether every invariant held: versions `0..writers*commits` each exist once,
+    /// each holds its one winner's bytes, and the wins add up.
+    pub fn is_clean(&self) -> bool {
+        let expected = (self.writers * self.commits_per_writer) as u64;
+        self.gaps.is_empty()
+            && self.duplicates.is_empty()
+            && self.lost.is_empty()
+            && self.versions == expected
+    }
+}
+
+/// Latency percentiles.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Percentiles {
+    /// Median.
+    pub p50: Duration,
+    /// 90th percentile.
+    pub p90: Duration,
+    /// 99th percentile.
+    pub p99: Duration,
+    /// Slowest.
+    pub max: Duration,
+}
+
+impl Percentiles {
+    /// Percentiles of `samples` (nearest rank); zeros for no samples.
+    pub fn of(mut samples: Vec<Duration>) -> Self {
+        if samples.is_empty() {
+            return Self::default();
+        }
+        samples.sort_unstable();
+        let rank = |p: usize| samples[((samples.len() * p).div_ceil(100)).saturating_sub(1)];
+        Self {
+            p50: rank(50),
+            p90: rank(90),
+            p99: rank(99),
+            max: samples[samples.len() - 1],
+        }
+    }
+}
+
+/// A writer failed with something other than "already exists".
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("writer {writer} failed creating version {version}: {message}")]
+pub struct RaceError {
+    /// The writer's index.
+    pub writer: usize,
+    /// The version it was creating.
+    pub version: u64,
+    /// The store's error.
+    pub message: String,
+}
+
+/// One writer's wins: version, body and latency of each.
+type Wins = Vec<(u64, Bytes, Duration)>;
+
+/// Races `writers` (each making `commits_per_writer` commits) on the log at `prefix`, then
+/// reads every version back through `reader` and checks the invariants. `progress`, if
+/// given, counts commits as they land.
+pub async fn run(
+    writers: Vec<Arc<dyn LogWriter>>,
+    reader: Arc<dyn ObjectStore>,
+    prefix: &Path,
+    commits_per_writer: usize,
+    progress: Option<Arc<AtomicU64>>,
+) -> Result<RaceReport, RaceError> {
+    let count = writers.len();
+    let started = Instant::now();
+    let conflicts = Arc::new(AtomicU64::new(0));
+    let tasks = writers.into_iter().enumerate().map(|(index, writer)| {
+        let prefix = prefix.clone();
+        let conflicts = conflicts.clone();
+        let progress = progress.clone();
+        async move {
+            let mut wins: Wins = Vec::with_capacity(commits_per_writer);
+            let mut version = 0u64;
+            while wins.len() < commits_per_writer {
+                let body = Bytes::from(format!(
+                    "{{\"writer\":{index},\"commit\":{},\"nonce\":\"{:016x}\"}}",
+                    wins.len(),
+                    rand::random::<u64>()
+                ));
+                let path = version_path(&prefix, version);
+                let attempt = Instant::now();
+                match writer.create(&path, body.clone()).await {
+                    Ok(true) => {
+                        wins.push((version, body, attempt.elapsed()));
+                        if let Some(p) = &progress {
+                            p.fetch_add(1, Ordering::Relaxed);
+                        }
+                    }
+                    Ok(false) => {
+                        conflicts.fetch_add(1, Ordering::Relaxed);
+                    }
+                    Err(message) => {
+                        return Err(RaceError {
+                            writer: index,
+                            version,
+                            message,
+                        });
+                    }
+                }
+                version += 1;
+            }
+            Ok(wins)
+        }
+    });
+    let all_wins: Vec<Wins> = futures::future::try_join_all(tasks).await?;
+    let elapsed = started.elapsed();
+
+    let mut claims: HashMap<u64, Vec<Bytes>> = HashMap::new();
+    let mut latencies = Vec::new();
+    for (version, body, latency) in all_wins.into_iter().flatten() {
+        claims.entry(version).or_default().push(body);
+        latencies.push(latency);
+    }
+    let highest = claims.keys().copied().max().map_or(0, |v| v + 1);
+    let stored: Vec<(u64, Option<Bytes>)> = stream::iter(0..highest)
+        .map(|version| {
+            let reader = reader.clone();
+            let path = version_path(prefix, version);
+            async move {
+                match reader.get(&path).await {
+                    Ok(r) => r.bytes().await.map(|b| (version, Some(b))),
+                    Err(object_store::Error::NotFound { .. }) => Ok((version, None)),
+                    Err(e) => Err(e),
+                }
+            }
+        })
+        .buffered(8)
+        .try_collect()
+        .await
+        .map_err(|e| RaceError {
+            writer: usize::MAX,
+            version: 0,
+            message: format!("reading the log back: {e}"),
+        })?;
+
+    let mut report = RaceReport {
+        writers: count,
+        commits_per_writer,
+        versions: 0,
+        gaps: Vec::new(),
+        duplicates: Vec::new(),
+        lost: Vec::new(),
+        conflicts: conflicts.load(Ordering::Relaxed),
+        latency: Percentiles::of(latencies),
+        elapsed,
+    };
+    for (version, body) in stored {
+        let Some(body) = body else {
+            report.gaps.push(version);
+            continue;
+        };
+        report.versions += 1;
+        let winners = claims.get(&version).map_or(&[][..], Vec::as_slice);
+        if winners.len() > 1 {
+            report.duplicates.push(version);
+        }
+        if !winners.contains(&body) {
+            report.lost.push(version);
+        }
+    }
+    Ok(report)
+}

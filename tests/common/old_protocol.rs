@@ -1,0 +1,106 @@
+//! object_store 0.12.5's own DynamoCommit, as a writer in our races and benchmarks.
+//!
+//! 0.12.5 sends its DynamoDB requests to the S3 endpoint when one is set, so it is given
+//! an HTTP connector of its own that routes requests carrying `X-Amz-Target: DynamoDB_*`
+//! to DynamoDB Local and everything else to the S3 server.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use dynacommit::race::LogWriter;
+use object_store::path::Path;
+use object_store_012 as old;
+use old::ObjectStore as _;
+use old::aws::{AmazonS3, AmazonS3Builder, DynamoCommit, S3ConditionalPut, S3CopyIfNotExists};
+use old::client::{
+    ClientOptions, HttpClient, HttpConnector, HttpError, HttpRequest, HttpResponse, HttpService,
+    ReqwestConnector,
+};
+
+use super::s3::S3Server;
+
+/// Sends DynamoDB requests to `dynamodb`, the rest where they were going.
+#[derive(Debug)]
+struct Router {
+    inner: HttpClient,
+    dynamodb: http::uri::Authority,
+}
+
+#[async_trait]
+impl HttpService for Router {
+    async fn call(&self, mut req: HttpRequest) -> Result<HttpResponse, HttpError> {
+        let to_dynamodb = req
+            .headers()
+            .get("x-amz-target")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("DynamoDB_"));
+        if to_dynamodb {
+            let uri = http::Uri::builder()
+                .scheme("http")
+                .authority(self.dynamodb.clone())
+                .path_and_query("/")
+                .build()
+                .unwrap();
+            *req.uri_mut() = uri;
+            req.headers_mut().remove(http::header::HOST);
+        }
+        self.inner.execute(req).await
+    }
+}
+
+#[derive(Debug)]
+struct RouterConnector {
+    dynamodb: http::uri::Authority,
+}
+
+impl HttpConnector for RouterConnector {
+    fn connect(&self, options: &ClientOptions) -> old::Result<HttpClient> {
+        Ok(HttpClient::new(Router {
+            inner: ReqwestConnector::default().connect(options)?,
+            dynamodb: self.dynamodb.clone(),
+        }))
+    }
+}
+
+/// An object_store 0.12.5 S3 store on `bucket` of `server`, its conditional puts and
+/// copies going through DynamoCommit on `table` with a `timeout_ms` lease.
+pub fn store(server: S3Server, bucket: &str, table: &str, timeout_ms: u64) -> AmazonS3 {
+    let dynamodb: http::Uri = super::dynamodb_url().parse().unwrap();
+    let (key, secret) = server.keys();
+    let commit = DynamoCommit::new(table.to_owned()).with_timeout(timeout_ms);
+    #[allow(deprecated)]
+    AmazonS3Builder::new()
+        .with_endpoint(server.url())
+        .with_allow_http(true)
+        .with_region("us-east-1")
+        .with_bucket_name(bucket)
+        .with_access_key_id(key)
+        .with_secret_access_key(secret)
+        .with_conditional_put(S3ConditionalPut::Dynamo(commit.clone()))
+        .with_copy_if_not_exists(S3CopyIfNotExists::Dynamo(commit))
+        .with_http_connector(RouterConnector {
+            dynamodb: dynamodb.authority().unwrap().clone(),
+        })
+        .build()
+        .unwrap()
+}
+
+/// A race writer using object_store 0.12.5.
+pub struct OldWriter(pub Arc<AmazonS3>);
+
+#[async_trait]
+impl LogWriter for OldWriter {
+    async fn create(&self, path: &Path, body: Bytes) -> Result<bool, String> {
+        let path = old::path::Path::from(path.as_ref());
+        match self
+            .0
+            .put_opts(&path, body.into(), old::PutMode::Create.into())
+            .await
+        {
+            Ok(_) => Ok(true),
+            Err(old::Error::AlreadyExists { .. }) => Ok(false),
+            Err(e) => Err(e.to_string()),
+        }
+    }
+}
