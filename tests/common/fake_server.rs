@@ -16,6 +16,12 @@ pub enum Reply {
     CutShort { declared: usize, body: String },
     /// Send the request on to this URL and relay the answer.
     Forward(String),
+    /// Send the request on to this URL, then answer with this status and body instead
+    /// (the write applied, its answer lost).
+    ForwardThenAnswer(String, u16, String),
+    /// Send the request on, and relay the answer, dropping the `Item` of error answers (as
+    /// emulators that ignore `ReturnValuesOnConditionCheckFailure` do).
+    ForwardWithoutItem(String),
 }
 
 /// A running fake server.
@@ -23,6 +29,7 @@ pub struct FakeServer {
     /// `http://127.0.0.1:PORT`
     pub url: String,
     requests: Arc<AtomicUsize>,
+    targets: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl FakeServer {
@@ -32,6 +39,8 @@ impl FakeServer {
         let url = format!("http://{}", listener.local_addr().unwrap());
         let requests = Arc::new(AtomicUsize::new(0));
         let counter = requests.clone();
+        let targets = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let seen = targets.clone();
         let script = Arc::new(script);
         let forwarder = reqwest::Client::new();
         tokio::spawn(async move {
@@ -39,10 +48,20 @@ impl FakeServer {
                 let n = counter.fetch_add(1, Ordering::SeqCst);
                 let script = script.clone();
                 let forwarder = forwarder.clone();
-                tokio::spawn(async move { serve(stream, n, &*script, &forwarder).await });
+                let seen = seen.clone();
+                tokio::spawn(async move { serve(stream, n, &*script, &forwarder, &seen).await });
             }
         });
-        Self { url, requests }
+        Self {
+            url,
+            requests,
+            targets,
+        }
+    }
+
+    /// The `X-Amz-Target` of every request so far, in arrival order.
+    pub fn targets(&self) -> Vec<String> {
+        self.targets.lock().unwrap().clone()
     }
 
     /// Requests received so far.
@@ -106,30 +125,38 @@ async fn serve(
     n: usize,
     script: &(dyn Fn(usize, &str) -> Reply + Send + Sync),
     forwarder: &reqwest::Client,
+    seen: &std::sync::Mutex<Vec<String>>,
 ) {
     let Some(request) = read_request(&mut stream).await else {
         return;
     };
-    let (status, body, declared) = match script(n, request.header("x-amz-target")) {
+    let target = request.header("x-amz-target").to_owned();
+    seen.lock().unwrap().push(target.clone());
+    let (status, body, declared) = match script(n, &target) {
         Reply::With(status, body) => {
             let len = body.len();
             (status, body.into_bytes(), len)
         }
         Reply::CutShort { declared, body } => (200, body.into_bytes(), declared),
         Reply::Forward(to) => {
-            let mut forwarded = forwarder.post(&to).body(request.body.clone());
-            for (name, value) in &request.headers {
-                let lower = name.to_ascii_lowercase();
-                if lower.starts_with("x-amz-")
-                    || lower == "authorization"
-                    || lower == "content-type"
-                {
-                    forwarded = forwarded.header(name.as_str(), value.as_str());
-                }
+            let (status, body) = forward(forwarder, &to, &request).await;
+            let len = body.len();
+            (status, body, len)
+        }
+        Reply::ForwardThenAnswer(to, status, body) => {
+            forward(forwarder, &to, &request).await;
+            let len = body.len();
+            (status, body.into_bytes(), len)
+        }
+        Reply::ForwardWithoutItem(to) => {
+            let (status, body) = forward(forwarder, &to, &request).await;
+            let mut json: serde_json::Value = serde_json::from_slice(&body).unwrap();
+            if status != 200
+                && let Some(fields) = json.as_object_mut()
+            {
+                fields.remove("Item");
             }
-            let answer = forwarded.send().await.unwrap();
-            let status = answer.status().as_u16();
-            let body = answer.bytes().await.unwrap().to_vec();
+            let body = json.to_string().into_bytes();
             let len = body.len();
             (status, body, len)
         }
@@ -140,4 +167,18 @@ async fn serve(
     let _ = stream.write_all(head.as_bytes()).await;
     let _ = stream.write_all(&body).await;
     let _ = stream.shutdown().await;
+}
+
+/// Sends `request` to `to` and returns the answer's status and body.
+async fn forward(forwarder: &reqwest::Client, to: &str, request: &Request) -> (u16, Vec<u8>) {
+    let mut forwarded = forwarder.post(to).body(request.body.clone());
+    for (name, value) in &request.headers {
+        let lower = name.to_ascii_lowercase();
+        if lower.starts_with("x-amz-") || lower == "authorization" || lower == "content-type" {
+            forwarded = forwarded.header(name.as_str(), value.as_str());
+        }
+    }
+    let answer = forwarded.send().await.unwrap();
+    let status = answer.status().as_u16();
+    (status, answer.bytes().await.unwrap().to_vec())
 }

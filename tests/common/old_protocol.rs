@@ -66,7 +66,18 @@ impl HttpConnector for RouterConnector {
 /// An object_store 0.12.5 S3 store on `bucket` of `server`, its conditional puts and
 /// copies going through DynamoCommit on `table` with a `timeout_ms` lease.
 pub fn store(server: S3Server, bucket: &str, table: &str, timeout_ms: u64) -> AmazonS3 {
-    let dynamodb: http::Uri = super::dynamodb_url().parse().unwrap();
+    store_via(server, bucket, table, timeout_ms, &super::dynamodb_url())
+}
+
+/// Like [`store`], sending the DynamoDB requests to `dynamodb_url`.
+pub fn store_via(
+    server: S3Server,
+    bucket: &str,
+    table: &str,
+    timeout_ms: u64,
+    dynamodb_url: &str,
+) -> AmazonS3 {
+    let dynamodb: http::Uri = dynamodb_url.parse().unwrap();
     let (key, secret) = server.keys();
     let commit = DynamoCommit::new(table.to_owned()).with_timeout(timeout_ms);
     #[allow(deprecated)]
