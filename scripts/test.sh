@@ -35,5 +35,13 @@ if cargo nextest --version >/dev/null 2>&1; then
 else
 	cargo test --all-targets --no-fail-fast
 fi
+echo "== examples"
+for example in examples/*.rs; do
+	name="$(basename "$example" .rs)"
+	echo "-- $name"
+	cargo run --quiet --example "$name" >/dev/null
+done
+echo "== README command 1"
+cargo run --quiet -- race
 echo "== doc tests"
 cargo test --doc --quiet

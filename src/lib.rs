@@ -5,8 +5,16 @@
 //! leases in DynamoDB: the commit protocol `object_store` shipped as `DynamoCommit` up to
 //! 0.12.5, rebuilt as a standalone crate on `object_store` 0.14.
 //!
-//! This release holds the foundation: [`dynamo`], a DynamoDB client of our own (signed
-//! JSON requests, retries, typed errors, table provisioning).
+//! - [`CommitStore`] wraps any `ObjectStore`: its conditional puts, copies and renames
+//!   take a lease first; everything else passes straight through.
+//! - [`lease`] is the protocol, behind one small trait ([`lease::LeaseTable`]) with a
+//!   DynamoDB table for production and an in-process one for single-process use and
+//!   deterministic simulation.
+//! - [`dynamo`] is a DynamoDB client of our own: signed JSON requests, retries, typed
+//!   errors, table provisioning.
+//! - [`race`] is the Delta-style commit race that proves it.
+//!
+//! The protocol and its guarantees are in `docs/protocol.md`.
 #![deny(missing_docs)]
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
@@ -17,3 +25,8 @@ pub mod race;
 mod store;
 
 pub use store::CommitStore;
+
+// Compiles the README's example as a doctest, so it cannot rot.
+#[doc = include_str!("../README.md")]
+#[cfg(doctest)]
+pub struct ReadmeDoctests;

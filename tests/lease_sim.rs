@@ -6,7 +6,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::faults::{FaultyTable, SlowStore, TableFaults};
+use common::faults::{FaultyTable, ScriptedStore, TableFaults};
 use dynacommit::CommitStore;
 use dynacommit::lease::{
     AcquireError, Lease, LeaseConfig, LeaseError, LeaseManager, LeaseRecord, LeaseTable,
@@ -172,10 +172,7 @@ fn two_writers(
     delay: Duration,
 ) -> (CommitStore, CommitStore, Arc<InMemory>) {
     let shared = Arc::new(InMemory::new());
-    let slow = Arc::new(SlowStore {
-        inner: shared.clone(),
-        delay,
-    });
+    let slow = Arc::new(ScriptedStore::slow(shared.clone(), delay));
     (
         CommitStore::new(slow, manager(table.clone())),
         CommitStore::new(shared.clone(), manager(table)),

@@ -1,0 +1,53 @@
+//! `dynacommit`: run and inspect the commit protocol from the command line.
+
+mod backends;
+mod race;
+mod report;
+mod table;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Safe conditional writes on any object store, coordinated through DynamoDB leases.
+///
+/// With no configuration every command runs on the embedded default: an in-process lease
+/// table and a local store. Point it at real services with --store and the usual AWS
+/// variables (AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_S3, AWS_REGION, AWS_ACCESS_KEY_ID,
+/// AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN).
+#[derive(Debug, Parser)]
+#[command(name = "dynacommit", version, about, long_about)]
+struct Cli {
+    #[command(flatten)]
+    backends: backends::BackendArgs,
+    /// Print machine-readable JSON instead of a table.
+    #[arg(long, global = true)]
+    json: bool,
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Race writers appending to a Delta-style log and check every version was won once.
+    Race(race::RaceArgs),
+    /// Create or describe the lease table in DynamoDB.
+    #[command(subcommand)]
+    Table(table::TableCommand),
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    let cli = Cli::parse();
+    let outcome = match cli.command {
+        Command::Race(args) => race::run(&cli.backends, args, cli.json).await,
+        Command::Table(command) => table::run(&cli.backends, command, cli.json).await,
+    };
+    match outcome {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("dynacommit: error: {error}");
+            ExitCode::from(2)
+        }
+    }
+}

@@ -1,0 +1,122 @@
+//! The `dynacommit` binary, driven as a user would.
+
+mod common;
+
+use std::process::{Command, Output};
+
+fn dynacommit(args: &[&str], env: &[(&str, &str)]) -> Output {
+    let mut command = Command::new(env!("CARGO_BIN_EXE_dynacommit"));
+    command.args(args);
+    // Start from no AWS configuration, so the embedded default is what runs unless a test
+    // says otherwise.
+    for var in [
+        "AWS_ENDPOINT_URL_DYNAMODB",
+        "AWS_ENDPOINT_URL",
+        "AWS_ENDPOINT_URL_S3",
+        "AWS_REGION",
+        "AWS_DEFAULT_REGION",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "DYNACOMMIT_STORE",
+        "DYNACOMMIT_LEASE_TABLE",
+    ] {
+        command.env_remove(var);
+    }
+    command.envs(env.iter().copied());
+    command.output().unwrap()
+}
+
+fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+#[test]
+fn race_on_the_embedded_default_says_so_and_proves_the_log() {
+    let out = dynacommit(&["race", "--writers", "6", "--commits", "10"], &[]);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert_eq!(
+        stderr.lines().count(),
+        1,
+        "one line about the embedded default: {stderr}"
+    );
+    assert!(stderr.starts_with("embedded default:"), "{stderr}");
+    assert!(stdout.contains("versions committed  60 of 60"), "{stdout}");
+    assert!(stdout.contains("duplicates found    0"), "{stdout}");
+    assert!(stdout.contains("OK: every version"), "{stdout}");
+}
+
+#[test]
+fn race_json_is_machine_readable() {
+    let out = dynacommit(&["race", "--writers", "3", "--commits", "4", "--json"], &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(report["versions"], 12);
+    assert_eq!(report["duplicates"], serde_json::json!([]));
+    assert_eq!(report["ok"], true);
+    assert!(out.stderr.is_empty(), "JSON mode prints nothing else");
+}
+
+#[test]
+fn bad_input_gets_one_clear_line_and_a_non_zero_exit() {
+    let out = dynacommit(&["race", "--store", "ftp://nowhere"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
+    assert!(stderr.contains("unknown scheme \"ftp\""), "{stderr}");
+
+    let out = dynacommit(&["race", "--writers", "0"], &[]);
+    assert!(!out.status.success());
+    assert!(text(&out.stderr).contains("--writers"));
+
+    let out = dynacommit(&["table", "describe"], &[]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(text(&out.stderr).contains("no DynamoDB configured"));
+}
+
+#[tokio::test]
+async fn race_and_table_against_dynamodb_local_and_s3rver() {
+    common::dynamodb().await; // fails loudly if DynamoDB Local is down
+    let bucket = common::s3::S3Server::S3rver.fresh_bucket().await;
+    let table = common::unique_name("cli");
+    let dynamodb = common::dynamodb_url();
+    let s3 = common::s3::S3Server::S3rver.url();
+    let env = [
+        ("AWS_ENDPOINT_URL_DYNAMODB", dynamodb.as_str()),
+        ("AWS_ENDPOINT_URL_S3", s3.as_str()),
+        ("AWS_ACCESS_KEY_ID", "S3RVER"),
+        ("AWS_SECRET_ACCESS_KEY", "S3RVER"),
+        ("AWS_REGION", "us-east-1"),
+    ];
+    let created = dynacommit(&["table", "create", "--table", &table], &env);
+    assert!(created.status.success(), "{}", text(&created.stderr));
+    assert!(text(&created.stdout).contains("created the table"));
+    let again = dynacommit(&["table", "create", "--table", &table], &env);
+    assert!(
+        text(&again.stdout).contains("nothing to do"),
+        "{}",
+        text(&again.stdout)
+    );
+
+    let store = format!("s3://{bucket}/cli");
+    let raced = dynacommit(
+        &[
+            "race",
+            "--writers",
+            "4",
+            "--commits",
+            "5",
+            "--table",
+            &table,
+            "--store",
+            &store,
+            "--json",
+        ],
+        &env,
+    );
+    assert!(raced.status.success(), "{}", text(&raced.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&raced.stdout).unwrap();
+    assert_eq!(report["versions"], 20);
+    assert_eq!(report["ok"], true);
+}
