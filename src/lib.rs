@@ -21,6 +21,7 @@
 
 pub mod dynamo;
 pub mod lease;
+pub mod lock;
 pub mod race;
 mod store;
 

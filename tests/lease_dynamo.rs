@@ -109,6 +109,7 @@ async fn a_conflict_answer_without_the_old_item_falls_back_to_a_consistent_read(
         timeout: Duration::from_secs(20),
         ttl: 1_900_000_000,
         owner: Some("holder".into()),
+        value: None,
         released: false,
     };
     assert_eq!(
@@ -146,6 +147,7 @@ async fn every_condition_behaves_on_the_real_server() {
         timeout: Duration::from_secs(20),
         ttl: 1_900_000_000,
         owner: Some(owner.into()),
+        value: None,
         released: false,
     };
     let written = |o: PutOutcome| o == PutOutcome::Written;

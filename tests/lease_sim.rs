@@ -273,6 +273,7 @@ fn record_at(generation: u64, released: bool) -> LeaseRecord {
         timeout: TIMEOUT,
         ttl: 0,
         owner: Some("someone".into()),
+        value: None,
         released,
     }
 }

@@ -39,6 +39,8 @@ pub struct LeaseConfig {
     pub ttl: Duration,
     /// How often a waiting writer re-checks the object and the lease.
     pub poll_interval: Duration,
+    /// How often a holder renews; `None` for a third of `timeout`. At most half of it.
+    pub renew_interval: Option<Duration>,
 }
 
 impl Default for LeaseConfig {
@@ -49,6 +51,7 @@ impl Default for LeaseConfig {
             max_clock_skew_rate: 3,
             ttl: Duration::from_secs(60 * 60),
             poll_interval: Duration::from_millis(100),
+            renew_interval: None,
         }
     }
 }
@@ -89,6 +92,17 @@ impl LeaseConfig {
     pub fn with_poll_interval(mut self, interval: Duration) -> Self {
         self.poll_interval = interval;
         self
+    }
+
+    /// With another renew interval (at most half the timeout).
+    pub fn with_renew_interval(mut self, interval: Duration) -> Self {
+        self.renew_interval = Some(interval);
+        self
+    }
+
+    /// How often a holder renews.
+    pub fn renew_interval(&self) -> Duration {
+        self.renew_interval.unwrap_or(self.timeout / 3)
     }
 
     /// How long a waiter lets a lease stand unchanged before reclaiming it.
@@ -155,6 +169,15 @@ impl LeaseConfig {
         }
         if self.poll_interval.is_zero() {
             return Err(ConfigError("the poll interval must be above zero".into()));
+        }
+        if let Some(renew) = self.renew_interval
+            && (renew.is_zero() || renew > self.timeout / 2)
+        {
+            return Err(ConfigError(format!(
+                "the renew interval ({renew:?}) must be above zero and at most half the lease \
+                 timeout ({:?}), so an uncertain renewal can be retried before the lease runs out",
+                self.timeout
+            )));
         }
         if self.ttl < self.reclaim_after().saturating_mul(2) {
             return Err(ConfigError(format!(

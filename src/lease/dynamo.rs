@@ -74,6 +74,9 @@ pub(crate) fn to_item(record: &LeaseRecord) -> Item {
     if let Some(owner) = &record.owner {
         item.insert("owner".to_owned(), AttributeValue::from(owner.as_str()));
     }
+    if let Some(value) = &record.value {
+        item.insert("value".to_owned(), AttributeValue::from(value.as_str()));
+    }
     if record.released {
         // A number, not a BOOL: object_store 0.12.5 fails to parse a conflict answer
         // holding any attribute type other than S and N.
@@ -109,6 +112,7 @@ pub(crate) fn from_item(item: &Item) -> Result<LeaseRecord, TableError> {
             .and_then(AttributeValue::as_i64)
             .unwrap_or(0),
         owner: text("owner").map(str::to_owned),
+        value: text("value").map(str::to_owned),
         released: item
             .get("released")
             .is_some_and(|v| v.as_u64().is_some_and(|n| n != 0) || v.as_bool() == Some(true)),
@@ -179,6 +183,7 @@ mod tests {
             timeout: Duration::from_millis(20_000),
             ttl: 1_800_000_000,
             owner: Some("n0nce".into()),
+            value: Some("10.0.0.7:8200".into()),
             released: true,
         }
     }
@@ -202,6 +207,7 @@ mod tests {
     fn an_old_writers_item_is_a_record_without_owner() {
         let mut item = to_item(&record());
         item.remove("owner");
+        item.remove("value");
         item.remove("released");
         let parsed = from_item(&item).unwrap();
         assert_eq!(parsed.owner, None);

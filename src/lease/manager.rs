@@ -49,6 +49,8 @@ pub struct Lease {
     etag: String,
     generation: u64,
     owner: String,
+    /// What the holder advertises in the record (a lock holder's address, say).
+    value: Option<String>,
     timeout: Duration,
     /// When the write that gave us the current generation was sent: the lease is ours
     /// for `timeout` from then, on our clock.
@@ -79,6 +81,11 @@ impl Lease {
     /// The nonce naming this holder in the record.
     pub fn owner(&self) -> &str {
         &self.owner
+    }
+
+    /// The value the holder advertises in the record.
+    pub fn value(&self) -> Option<&str> {
+        self.value.as_deref()
     }
 
     /// When the lease runs out on this process's monotonic clock, unless renewed.
@@ -178,24 +185,33 @@ impl LeaseManager {
         &self.table
     }
 
-    fn record(
-        &self,
-        path: &str,
-        etag: &str,
-        generation: u64,
-        owner: &str,
-        released: bool,
-    ) -> LeaseRecord {
+    /// The record `lease` is stored as at `generation`.
+    fn record(&self, lease: &Lease, generation: u64, released: bool) -> LeaseRecord {
         let ttl = chrono::Utc::now()
             + chrono::Duration::from_std(self.config.ttl).unwrap_or(chrono::Duration::MAX);
         LeaseRecord {
+            path: lease.path.clone(),
+            etag: lease.etag.clone(),
+            generation,
+            timeout: lease.timeout,
+            ttl: ttl.timestamp(),
+            owner: Some(lease.owner.clone()),
+            value: lease.value.clone(),
+            released,
+        }
+    }
+
+    /// A lease on (path, etag) not yet won: a fresh owner nonce, generation 0.
+    fn unwon(&self, path: &str, etag: &str, value: Option<&str>) -> Lease {
+        Lease {
             path: path.to_owned(),
             etag: etag.to_owned(),
-            generation,
+            generation: 0,
+            owner: new_owner(),
+            value: value.map(str::to_owned),
             timeout: self.config.timeout,
-            ttl: ttl.timestamp(),
-            owner: Some(owner.to_owned()),
-            released,
+            written_at: Instant::now(),
+            taken_over: false,
         }
     }
 
@@ -213,75 +229,148 @@ impl LeaseManager {
         &self,
         path: &str,
         etag: &str,
+        check: F,
+    ) -> Result<Lease, AcquireError<E>>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<(), E>>,
+    {
+        self.acquire_lease(self.unwon(path, etag, None), check)
+            .await
+    }
+
+    /// [`acquire`](Self::acquire), advertising `value` in the record for as long as the
+    /// lease is held (readable by anyone through [`LeaseTable::get`]).
+    pub async fn acquire_with_value<E, F, Fut>(
+        &self,
+        path: &str,
+        etag: &str,
+        value: &str,
+        check: F,
+    ) -> Result<Lease, AcquireError<E>>
+    where
+        F: FnMut() -> Fut,
+        Fut: Future<Output = Result<(), E>>,
+    {
+        self.acquire_lease(self.unwon(path, etag, Some(value)), check)
+            .await
+    }
+
+    async fn acquire_lease<E, F, Fut>(
+        &self,
+        mut lease: Lease,
         mut check: F,
     ) -> Result<Lease, AcquireError<E>>
     where
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<(), E>>,
     {
-        let owner = new_owner();
         let mut expect = Expect::Absent;
         let mut generation = 0;
         let mut taken_over = false;
         loop {
-            let record = self.record(path, etag, generation, &owner, false);
             let sent = Instant::now();
-            let observed = match self.table.put(&record, &expect).await {
-                Ok(PutOutcome::Written) => None,
-                Ok(PutOutcome::Conflict(Some(found)))
-                    if found.is_written_by(&owner, generation) =>
-                {
-                    // Our own write, applied by an earlier attempt whose answer was lost.
-                    tracing::debug!(path, etag, generation, "recognised our own lease");
-                    None
+            let found = match self.try_put(&lease, generation, &expect).await? {
+                None => {
+                    lease.generation = generation;
+                    lease.written_at = sent;
+                    lease.taken_over = taken_over;
+                    break;
                 }
-                Ok(PutOutcome::Conflict(found)) => Some(found),
-                Err(e) if e.is_ambiguous() => {
-                    // The write may have landed: look before deciding.
-                    match self.table.get(path, etag).await.map_err(LeaseError::from)? {
-                        Some(found) if found.is_written_by(&owner, generation) => None,
-                        other => Some(other),
-                    }
-                }
-                Err(e) => return Err(LeaseError::from(e).into()),
-            };
-            let Some(found) = observed else {
-                let lease = Lease {
-                    path: path.to_owned(),
-                    etag: etag.to_owned(),
-                    generation,
-                    owner,
-                    timeout: self.config.timeout,
-                    written_at: sent,
-                    taken_over,
-                };
-                if lease.taken_over
-                    && let Err(e) = check().await
-                {
-                    // Nothing was written under this lease: hand it straight back.
-                    self.release_quietly(lease).await;
-                    return Err(AcquireError::Check(e));
-                }
-                return Ok(lease);
+                Some(found) => found,
             };
             taken_over = true;
             let turn = match found {
                 Some(found) => self.wait_for_turn(found, &mut check).await?,
                 None => Turn::Fresh,
             };
-            (expect, generation) = match turn {
-                Turn::Fresh => (Expect::Absent, 0),
-                Turn::Reclaim(stale) => {
-                    let next = stale.generation.checked_add(1).ok_or_else(|| {
-                        LeaseError::GenerationExhausted {
-                            path: path.to_owned(),
-                            etag: etag.to_owned(),
-                        }
-                    })?;
-                    (Expect::Generation(stale.generation), next)
-                }
-            };
+            (expect, generation) = self.next_attempt(&lease, turn)?;
         }
+        if lease.taken_over
+            && let Err(e) = check().await
+        {
+            // Nothing was written under this lease: hand it straight back.
+            self.release_quietly(lease).await;
+            return Err(AcquireError::Check(e));
+        }
+        Ok(lease)
+    }
+
+    /// One attempt at writing `lease` at `generation`: `None` if it is ours now (written,
+    /// or found written by an earlier attempt whose answer was lost), else the record that
+    /// stands (`Some(None)` when there is none).
+    async fn try_put(
+        &self,
+        lease: &Lease,
+        generation: u64,
+        expect: &Expect,
+    ) -> Result<Option<Option<LeaseRecord>>, LeaseError> {
+        let record = self.record(lease, generation, false);
+        Ok(match self.table.put(&record, expect).await {
+            Ok(PutOutcome::Written) => None,
+            Ok(PutOutcome::Conflict(Some(found)))
+                if found.is_written_by(&lease.owner, generation) =>
+            {
+                tracing::debug!(path = %lease.path, generation, "recognised our own lease");
+                None
+            }
+            Ok(PutOutcome::Conflict(found)) => Some(found),
+            Err(e) if e.is_ambiguous() => {
+                // The write may have landed: look before deciding.
+                match self.table.get(&lease.path, &lease.etag).await? {
+                    Some(found) if found.is_written_by(&lease.owner, generation) => None,
+                    other => Some(other),
+                }
+            }
+            Err(e) => return Err(e.into()),
+        })
+    }
+
+    /// The condition and generation of the attempt that follows `turn`.
+    fn next_attempt(&self, lease: &Lease, turn: Turn) -> Result<(Expect, u64), LeaseError> {
+        Ok(match turn {
+            Turn::Fresh => (Expect::Absent, 0),
+            Turn::Reclaim(stale) => {
+                let next = stale.generation.checked_add(1).ok_or_else(|| {
+                    LeaseError::GenerationExhausted {
+                        path: lease.path.clone(),
+                        etag: lease.etag.clone(),
+                    }
+                })?;
+                (Expect::Generation(stale.generation), next)
+            }
+        })
+    }
+
+    /// Takes the lease only if nobody holds it: it is absent or released. Never waits (a
+    /// lease left by a dead holder is only known stale after watching it for
+    /// `timeout x skew`, which [`acquire`](Self::acquire) does). `Ok(None)` if held.
+    pub async fn try_acquire(
+        &self,
+        path: &str,
+        etag: &str,
+        value: Option<&str>,
+    ) -> Result<Option<Lease>, LeaseError> {
+        let mut lease = self.unwon(path, etag, value);
+        let mut expect = Expect::Absent;
+        let mut generation = 0;
+        // At most: absent (gone meanwhile), then released; each step at most once.
+        for _ in 0..3 {
+            let sent = Instant::now();
+            let turn = match self.try_put(&lease, generation, &expect).await? {
+                None => {
+                    lease.generation = generation;
+                    lease.written_at = sent;
+                    lease.taken_over = generation > 0;
+                    return Ok(Some(lease));
+                }
+                Some(None) => Turn::Fresh,
+                Some(Some(found)) if found.released => Turn::Reclaim(found),
+                Some(Some(_)) => return Ok(None),
+            };
+            (expect, generation) = self.next_attempt(&lease, turn)?;
+        }
+        Ok(None)
     }
 
     /// Waits until `seen` is released, has stood unchanged for its timeout x skew rate,
@@ -346,10 +435,10 @@ impl LeaseManager {
         }
     }
 
-    /// Renews `lease` each third of its timeout, forever; returns only when it is lost.
+    /// Renews `lease` every renew interval, forever; returns only when it is lost.
     async fn keep_renewed(&self, lease: &mut Lease) -> LeaseError {
         loop {
-            tokio::time::sleep_until(lease.written_at + lease.timeout / 3).await;
+            tokio::time::sleep_until(lease.written_at + self.config.renew_interval()).await;
             let first_sent = Instant::now();
             loop {
                 let deadline = lease.deadline();
@@ -401,7 +490,7 @@ impl LeaseManager {
                     path: lease.path.clone(),
                     etag: lease.etag.clone(),
                 })?;
-        let record = self.record(&lease.path, &lease.etag, next, &lease.owner, false);
+        let record = self.record(lease, next, false);
         let expect = Expect::Owned {
             generation: lease.generation,
             owner: lease.owner.clone(),
@@ -437,13 +526,7 @@ impl LeaseManager {
         // At most twice: a renewal dropped in flight may have moved our record one
         // generation on; it is still ours (the owner nonce says so) to release.
         for _ in 0..2 {
-            let record = self.record(
-                &lease.path,
-                &lease.etag,
-                lease.generation,
-                &lease.owner,
-                true,
-            );
+            let record = self.record(&lease, lease.generation, true);
             let expect = Expect::Owned {
                 generation: lease.generation,
                 owner: lease.owner.clone(),

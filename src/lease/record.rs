@@ -26,6 +26,8 @@ pub struct LeaseRecord {
     /// A random nonce naming the acquisition that wrote the record; `None` in records
     /// of old writers.
     pub owner: Option<String>,
+    /// What the holder advertises (a lock holder's address); `None` for commit leases.
+    pub value: Option<String>,
     /// Set by a holder whose operation has a known outcome: the next writer need not wait.
     /// Stored as the number 1 (old writers parse only strings and numbers).
     pub released: bool,

@@ -1,0 +1,139 @@
+//! `dynacommit lock`: hold a leader lock, or see who holds one.
+
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::{Args, Subcommand};
+use dynacommit::lease::{LeaseTable, MemoryLeaseTable};
+use dynacommit::lock::{DEFAULT_LOCK_TABLE, LockClient, default_lock_config};
+
+use crate::backends::BackendArgs;
+use crate::report::print_table;
+
+#[derive(Debug, Subcommand)]
+pub enum LockCommand {
+    /// Take the lock and hold it until Ctrl-C (releasing it) or until it is lost.
+    Hold(HoldArgs),
+    /// Show whether the lock is held, and the holder's value.
+    Show {
+        /// The lock's key.
+        key: String,
+        #[command(flatten)]
+        table: LockTableArgs,
+    },
+}
+
+#[derive(Debug, Args)]
+pub struct LockTableArgs {
+    /// The lock table in DynamoDB.
+    #[arg(long, default_value = DEFAULT_LOCK_TABLE)]
+    lock_table: String,
+}
+
+#[derive(Debug, Args)]
+pub struct HoldArgs {
+    /// The lock's key.
+    key: String,
+    /// The value to advertise (this holder's address, say).
+    value: String,
+    #[command(flatten)]
+    table: LockTableArgs,
+    /// Lease length in milliseconds.
+    #[arg(long, default_value_t = 15_000)]
+    lease_ms: u64,
+    /// Renew period in milliseconds (at most half the lease; default a third).
+    #[arg(long)]
+    renew_ms: Option<u64>,
+}
+
+async fn client(
+    backends: &BackendArgs,
+    table: &LockTableArgs,
+    lease_ms: u64,
+    renew_ms: Option<u64>,
+) -> Result<LockClient, String> {
+    let mut config = default_lock_config().with_timeout(Duration::from_millis(lease_ms));
+    config.table = table.lock_table.clone();
+    config.renew_interval = Some(Duration::from_millis(renew_ms.unwrap_or(lease_ms / 3)));
+    if let Some(poll) = backends.poll_ms {
+        config.poll_interval = Duration::from_millis(poll);
+    }
+    let leases: Arc<dyn LeaseTable> = match backends.dynamo_table()? {
+        Some(dynamo) => {
+            let locks = dynacommit::lease::DynamoLeaseTable::new(
+                dynamo.client().clone(),
+                &table.lock_table,
+            );
+            locks.ensure_table().await.map_err(|e| e.to_string())?;
+            Arc::new(locks)
+        }
+        None => {
+            eprintln!("embedded default: the in-process lock table (only this process can see it)");
+            Arc::new(MemoryLeaseTable::new())
+        }
+    };
+    LockClient::new(leases, config).map_err(|e| e.to_string())
+}
+
+pub async fn run(
+    backends: &BackendArgs,
+    command: LockCommand,
+    json: bool,
+) -> Result<ExitCode, String> {
+    match command {
+        LockCommand::Show { key, table } => {
+            let locks = client(backends, &table, 15_000, None).await?;
+            let state = locks.value(&key).await.map_err(|e| e.to_string())?;
+            if json {
+                println!(
+                    "{}",
+                    serde_json::json!({"key": key, "held": state.held, "value": state.value, "generation": state.generation})
+                );
+            } else {
+                print_table(&[
+                    ("key", key),
+                    ("held", state.held.to_string()),
+                    ("value", state.value.unwrap_or_else(|| "(none)".into())),
+                    (
+                        "generation",
+                        state.generation.map_or("(none)".into(), |g| g.to_string()),
+                    ),
+                ]);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        LockCommand::Hold(args) => {
+            let locks = client(backends, &args.table, args.lease_ms, args.renew_ms).await?;
+            eprintln!("waiting for the lock on {} (Ctrl-C to give up)", args.key);
+            let interrupted = async {
+                let _ = tokio::signal::ctrl_c().await;
+            };
+            let Some(mut guard) = locks
+                .acquire_until(&args.key, &args.value, interrupted)
+                .await
+                .map_err(|e| e.to_string())?
+            else {
+                println!("interrupted before acquiring {}", args.key);
+                return Ok(ExitCode::from(130));
+            };
+            println!(
+                "acquired {} with fencing token {} (value {})",
+                args.key,
+                guard.fencing_token(),
+                args.value
+            );
+            tokio::select! {
+                reason = guard.lost() => {
+                    println!("lost the lock on {}: {reason}", args.key);
+                    Ok(ExitCode::FAILURE)
+                }
+                _ = tokio::signal::ctrl_c() => {
+                    guard.release().await.map_err(|e| e.to_string())?;
+                    println!("released {}", args.key);
+                    Ok(ExitCode::SUCCESS)
+                }
+            }
+        }
+    }
+}
