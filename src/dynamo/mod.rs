@@ -25,7 +25,7 @@ pub use item::{
     DeleteItem, ExpressionAttributes, GetItem, OnConditionFailure, PutItem, ReturnValues,
     UpdateItem, WriteOutput,
 };
-pub use query::{Query, QueryPage};
+pub use query::{Page, Query, Scan};
 pub use retry::RetryConfig;
 pub use table::{
     EnsureReport, KeyAttribute, KeySchema, KeyType, TableDescription, TableSpec, TimeToLive,

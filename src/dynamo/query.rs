@@ -1,4 +1,4 @@
-//! Query, one page at a time or walking every page.
+//! Query and Scan, one page at a time or walking every page.
 
 use futures::{Stream, TryStreamExt, stream};
 use serde::{Deserialize, Serialize};
@@ -112,10 +112,83 @@ impl Query {
 
 expression_placeholders!(Query);
 
-/// One page of a Query's answer.
+/// A Scan request: every item of a table, optionally filtered. Reads the whole table;
+/// for inspection tools, not for hot paths.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "PascalCase")]
+pub struct Scan {
+    /// The table.
+    pub table_name: String,
+    /// Items to drop after reading (they still count against `limit` and capacity).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub filter_expression: Option<String>,
+    /// Placeholders of the filter.
+    #[serde(flatten)]
+    pub expressions: ExpressionAttributes,
+    /// Strongly consistent reads (default `true`).
+    pub consistent_read: bool,
+    /// Items evaluated per page at most (DynamoDB also stops a page at 1 MB).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+    /// Where the previous page stopped.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub exclusive_start_key: Option<Item>,
+}
+
+impl Scan {
+    /// A consistent scan of all of `table`.
+    pub fn new(table: impl Into<String>) -> Self {
+        Self {
+            table_name: table.into(),
+            filter_expression: None,
+            expressions: ExpressionAttributes::default(),
+            consistent_read: true,
+            limit: None,
+            exclusive_start_key: None,
+        }
+    }
+
+    /// Drops items that fail `expression` from the answer.
+    pub fn filter(mut self, expression: impl Into<String>) -> Self {
+        self.filter_expression = Some(expression.into());
+        self
+    }
+
+    /// Items per page at most.
+    pub fn limit(mut self, limit: u32) -> Self {
+        self.limit = Some(limit);
+        self
+    }
+}
+
+expression_placeholders!(Scan);
+
+/// A request answered in pages.
+trait Paged: Serialize + Send + Sync + 'static {
+    /// The operation's name.
+    const OPERATION: &'static str;
+    /// Continues after `key`.
+    fn continue_after(&mut self, key: Item);
+}
+
+impl Paged for Query {
+    const OPERATION: &'static str = "Query";
+    fn continue_after(&mut self, key: Item) {
+        self.exclusive_start_key = Some(key);
+    }
+}
+
+impl Paged for Scan {
+    const OPERATION: &'static str = "Scan";
+    fn continue_after(&mut self, key: Item) {
+        self.exclusive_start_key = Some(key);
+    }
+}
+
+/// One page of a Query's or Scan's answer.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(rename_all = "PascalCase")]
-pub struct QueryPage {
+pub struct Page {
     /// The items of this page.
     pub items: Vec<Item>,
     /// Where to continue; `None` on the last page.
@@ -124,7 +197,7 @@ pub struct QueryPage {
 
 impl DynamoClient {
     /// One Query call: a page of at most `limit` items and 1 MB.
-    pub async fn query(&self, request: &Query) -> Result<QueryPage, DynamoError> {
+    pub async fn query(&self, request: &Query) -> Result<Page, DynamoError> {
         self.call("Query", request).await
     }
 
@@ -132,23 +205,38 @@ impl DynamoClient {
     pub fn query_pages(
         &self,
         request: Query,
-    ) -> impl Stream<Item = Result<QueryPage, DynamoError>> + '_ {
+    ) -> impl Stream<Item = Result<Page, DynamoError>> + '_ {
+        self.pages(request)
+    }
+
+    /// Every item of a query, walking all pages.
+    pub async fn query_all(&self, request: Query) -> Result<Vec<Item>, DynamoError> {
+        Self::all_items(self.pages(request)).await
+    }
+
+    /// Every item a scan finds, walking all pages.
+    pub async fn scan_all(&self, request: Scan) -> Result<Vec<Item>, DynamoError> {
+        Self::all_items(self.pages(request)).await
+    }
+
+    fn pages<R: Paged>(&self, request: R) -> impl Stream<Item = Result<Page, DynamoError>> + '_ {
         stream::try_unfold(Some(request), move |next| async move {
             let Some(mut request) = next else {
                 return Ok(None);
             };
-            let page = self.query(&request).await?;
+            let page: Page = self.call(R::OPERATION, &request).await?;
             let following = page.last_evaluated_key.clone().map(|key| {
-                request.exclusive_start_key = Some(key);
+                request.continue_after(key);
                 request
             });
             Ok(Some((page, following)))
         })
     }
 
-    /// Every item of a query, walking all pages.
-    pub async fn query_all(&self, request: Query) -> Result<Vec<Item>, DynamoError> {
-        self.query_pages(request)
+    async fn all_items(
+        pages: impl Stream<Item = Result<Page, DynamoError>>,
+    ) -> Result<Vec<Item>, DynamoError> {
+        pages
             .map_ok(|page| stream::iter(page.items.into_iter().map(Ok)))
             .try_flatten()
             .try_collect()

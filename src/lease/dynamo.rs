@@ -7,7 +7,8 @@ use async_trait::async_trait;
 use super::record::{Expect, LeaseRecord, PutOutcome};
 use super::table::{LeaseTable, TableError};
 use crate::dynamo::{
-    AttributeValue, DynamoClient, DynamoError, EnsureReport, GetItem, Item, PutItem, TableSpec,
+    AttributeValue, DeleteItem, DynamoClient, DynamoError, EnsureReport, GetItem, Item, PutItem,
+    Query, Scan, TableSpec,
 };
 
 /// Lease records in a DynamoDB table of the schema [`TableSpec::commit_leases`].
@@ -48,6 +49,55 @@ impl DynamoLeaseTable {
         self.client
             .ensure_table(&TableSpec::commit_leases(&self.table))
             .await
+    }
+
+    /// Every lease record whose path starts with `prefix` (a full table scan: for
+    /// inspection, not for the protocol).
+    pub async fn list(&self, prefix: &str) -> Result<Vec<LeaseRecord>, TableError> {
+        let mut scan = Scan::new(&self.table);
+        if !prefix.is_empty() {
+            scan = scan
+                .filter("begins_with(#pk, :prefix)")
+                .name("#pk", "path")
+                .value(":prefix", prefix);
+        }
+        let mut records = self
+            .client
+            .scan_all(scan)
+            .await?
+            .iter()
+            .map(from_item)
+            .collect::<Result<Vec<_>, _>>()?;
+        records.sort_by(|a, b| (&a.path, &a.etag).cmp(&(&b.path, &b.etag)));
+        Ok(records)
+    }
+
+    /// Every lease record of one path (one per expected ETag).
+    pub async fn records_at(&self, path: &str) -> Result<Vec<LeaseRecord>, TableError> {
+        let query = Query::new(&self.table, "#pk = :path")
+            .name("#pk", "path")
+            .value(":path", path);
+        self.client
+            .query_all(query)
+            .await?
+            .iter()
+            .map(from_item)
+            .collect()
+    }
+
+    /// Deletes `record` if it still stands at the same generation: for operators removing
+    /// a lease whose holder is known dead. Dangerous otherwise: a live holder loses its
+    /// lease without knowing, and another writer can commit over it. `Ok(false)` if the
+    /// record changed or went since it was read.
+    pub async fn break_lease(&self, record: &LeaseRecord) -> Result<bool, TableError> {
+        let delete = DeleteItem::new(&self.table, Self::key(&record.path, &record.etag))
+            .condition("generation = :g")
+            .value(":g", record.generation);
+        match self.client.delete_item(&delete).await {
+            Ok(_) => Ok(true),
+            Err(e) if e.is_condition_failure() => Ok(false),
+            Err(e) => Err(e.into()),
+        }
     }
 
     fn key(path: &str, etag: &str) -> Item {

@@ -1,6 +1,7 @@
 //! `dynacommit`: run and inspect the commit protocol from the command line.
 
 mod backends;
+mod lease;
 mod lock;
 mod race;
 mod report;
@@ -35,6 +36,9 @@ enum Command {
     /// Create or describe the lease table in DynamoDB.
     #[command(subcommand)]
     Table(table::TableCommand),
+    /// List, show or break lease records.
+    #[command(subcommand)]
+    Lease(lease::LeaseCommand),
     /// Hold a leader lock, or see who holds one.
     #[command(subcommand)]
     Lock(lock::LockCommand),
@@ -46,6 +50,7 @@ async fn main() -> ExitCode {
     let outcome = match cli.command {
         Command::Race(args) => race::run(&cli.backends, args, cli.json).await,
         Command::Table(command) => table::run(&cli.backends, command, cli.json).await,
+        Command::Lease(command) => lease::run(&cli.backends, command, cli.json).await,
         Command::Lock(command) => lock::run(&cli.backends, command, cli.json).await,
     };
     match outcome {
