@@ -31,9 +31,9 @@ echo "== cargo doc"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet
 echo "== tests"
 if cargo nextest --version >/dev/null 2>&1; then
-	cargo nextest run --all-targets --no-fail-fast
+	cargo nextest run --lib --bins --tests --no-fail-fast
 else
-	cargo test --all-targets --no-fail-fast
+	cargo test --lib --bins --tests --no-fail-fast
 fi
 echo "== examples"
 for example in examples/*.rs; do

@@ -59,6 +59,27 @@ fn race_json_is_machine_readable() {
 }
 
 #[test]
+fn bench_on_the_embedded_default_reports_ratios() {
+    let out = dynacommit(&["bench", "--ops", "20", "--json"], &[]);
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    for op in [
+        "put (passthrough)",
+        "get (passthrough)",
+        "list (passthrough)",
+    ] {
+        let ratio = report[op]["ratio"].as_f64().unwrap();
+        assert!(ratio > 0.0, "{op}: {report}");
+    }
+    assert!(
+        report["delete then re-create round p50 ms"]
+            .as_f64()
+            .unwrap()
+            < 1_000.0
+    );
+}
+
+#[test]
 fn bad_input_gets_one_clear_line_and_a_non_zero_exit() {
     let out = dynacommit(&["race", "--store", "ftp://nowhere"], &[]);
     assert_eq!(out.status.code(), Some(2));

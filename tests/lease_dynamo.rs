@@ -81,7 +81,14 @@ async fn object_store_0_12_5_waits_for_itself_after_the_same_lost_answer() {
     let name = lease_table_name().await;
     let server = losing_first_answer().await;
     let bucket = S3Server::S3rver.fresh_bucket().await;
-    let old = common::old_protocol::store_via(S3Server::S3rver, &bucket, &name, 500, &server.url);
+    let old = common::old_protocol::store_via(
+        S3Server::S3rver,
+        &bucket,
+        &name,
+        500,
+        &server.url,
+        Arc::default(),
+    );
     let started = Instant::now();
     object_store_012::ObjectStore::put_opts(
         &old,

@@ -385,6 +385,9 @@ impl LeaseManager {
         Fut: Future<Output = Result<(), E>>,
     {
         let mut seen_at = Instant::now();
+        // Most holds are a commit's few milliseconds: look again soon, then back off to
+        // the poll interval, so short holds cost little waiting and long ones little load.
+        let mut pause = (self.config.poll_interval / 16).max(Duration::from_millis(1));
         loop {
             if seen.released {
                 return Ok(Turn::Reclaim(seen));
@@ -395,7 +398,8 @@ impl LeaseManager {
                 tracing::debug!(path = %seen.path, generation = seen.generation, ?waited, "reclaiming a stale lease");
                 return Ok(Turn::Reclaim(seen));
             }
-            tokio::time::sleep(self.config.poll_interval.min(stale - waited)).await;
+            tokio::time::sleep(pause.min(stale - waited)).await;
+            pause = (pause * 2).min(self.config.poll_interval);
             check().await.map_err(AcquireError::Check)?;
             match self.table.get(&seen.path, &seen.etag).await {
                 Ok(None) => return Ok(Turn::Fresh),

@@ -114,6 +114,8 @@ pub struct ScriptedStore {
     /// the server's gap, not the wrapper's, and object_store's race helper reads while
     /// others write.
     pub retry_torn_reads: bool,
+    /// Counts every request, if set.
+    pub counters: Option<Arc<super::Counters>>,
 }
 
 impl ScriptedStore {
@@ -123,6 +125,7 @@ impl ScriptedStore {
             inner,
             delay,
             retry_torn_reads: false,
+            counters: None,
         }
     }
 
@@ -132,6 +135,31 @@ impl ScriptedStore {
             inner,
             delay: Duration::ZERO,
             retry_torn_reads: true,
+            counters: None,
+        }
+    }
+
+    /// Every request counted in `counters.s3`.
+    pub fn counting(inner: Arc<dyn ObjectStore>, counters: Arc<super::Counters>) -> Self {
+        Self {
+            inner,
+            delay: Duration::ZERO,
+            retry_torn_reads: false,
+            counters: Some(counters),
+        }
+    }
+
+    /// The scripted delay. A zero delay must not touch the timer: Tokio's timer wheel
+    /// would still make it wait up to a millisecond.
+    async fn pause(&self) {
+        if !self.delay.is_zero() {
+            tokio::time::sleep(self.delay).await;
+        }
+    }
+
+    fn count(&self) {
+        if let Some(c) = &self.counters {
+            c.s3.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }
     }
 
@@ -193,7 +221,8 @@ impl ObjectStore for ScriptedStore {
         payload: PutPayload,
         opts: PutOptions,
     ) -> Result<PutResult> {
-        tokio::time::sleep(self.delay).await;
+        self.count();
+        self.pause().await;
         self.inner.put_opts(location, payload, opts).await
     }
 
@@ -202,10 +231,12 @@ impl ObjectStore for ScriptedStore {
         location: &Path,
         opts: PutMultipartOptions,
     ) -> Result<Box<dyn MultipartUpload>> {
+        self.count();
         self.inner.put_multipart_opts(location, opts).await
     }
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        self.count();
         if self.retry_torn_reads && !options.head {
             self.whole_read(location, options).await
         } else {
@@ -217,10 +248,12 @@ impl ObjectStore for ScriptedStore {
         &self,
         locations: BoxStream<'static, Result<Path>>,
     ) -> BoxStream<'static, Result<Path>> {
+        self.count();
         self.inner.delete_stream(locations)
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.count();
         self.inner.list(prefix)
     }
 
@@ -229,19 +262,23 @@ impl ObjectStore for ScriptedStore {
         prefix: Option<&Path>,
         offset: &Path,
     ) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.count();
         self.inner.list_with_offset(prefix, offset)
     }
 
     async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+        self.count();
         self.inner.list_with_delimiter(prefix).await
     }
 
     async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
-        tokio::time::sleep(self.delay).await;
+        self.count();
+        self.pause().await;
         self.inner.copy_opts(from, to, options).await
     }
 
     async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {
+        self.count();
         self.inner.rename_opts(from, to, options).await
     }
 }

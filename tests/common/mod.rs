@@ -65,6 +65,29 @@ pub fn unique_name(prefix: &str) -> String {
     format!("{prefix}-{:016x}", rand::random::<u64>())
 }
 
+/// Request counts, for benchmarks that report requests per commit.
+#[derive(Debug, Default)]
+pub struct Counters {
+    /// Object store requests.
+    pub s3: std::sync::atomic::AtomicU64,
+    /// DynamoDB writes (PutItem and the like).
+    pub dynamo_writes: std::sync::atomic::AtomicU64,
+    /// DynamoDB reads (GetItem, Query, Scan).
+    pub dynamo_reads: std::sync::atomic::AtomicU64,
+}
+
+impl Counters {
+    /// (S3 requests, DynamoDB writes, DynamoDB reads) so far.
+    pub fn snapshot(&self) -> (u64, u64, u64) {
+        use std::sync::atomic::Ordering::SeqCst;
+        (
+            self.s3.load(SeqCst),
+            self.dynamo_writes.load(SeqCst),
+            self.dynamo_reads.load(SeqCst),
+        )
+    }
+}
+
 /// Lease settings for tests: the defaults, polling faster so races finish sooner.
 pub fn test_lease_config(table: &str) -> dynacommit::lease::LeaseConfig {
     dynacommit::lease::LeaseConfig::new(table).with_poll_interval(Duration::from_millis(20))

@@ -25,6 +25,7 @@ use super::s3::S3Server;
 struct Router {
     inner: HttpClient,
     dynamodb: http::uri::Authority,
+    counters: Arc<super::Counters>,
 }
 
 #[async_trait]
@@ -35,6 +36,18 @@ impl HttpService for Router {
             .get("x-amz-target")
             .and_then(|v| v.to_str().ok())
             .is_some_and(|v| v.starts_with("DynamoDB_"));
+        let counter = match req
+            .headers()
+            .get("x-amz-target")
+            .and_then(|v| v.to_str().ok())
+        {
+            Some(t) if t.ends_with(".GetItem") || t.ends_with(".Query") => {
+                &self.counters.dynamo_reads
+            }
+            Some(t) if t.starts_with("DynamoDB_") => &self.counters.dynamo_writes,
+            _ => &self.counters.s3,
+        };
+        counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         if to_dynamodb {
             let uri = http::Uri::builder()
                 .scheme("http")
@@ -52,6 +65,7 @@ impl HttpService for Router {
 #[derive(Debug)]
 struct RouterConnector {
     dynamodb: http::uri::Authority,
+    counters: Arc<super::Counters>,
 }
 
 impl HttpConnector for RouterConnector {
@@ -59,6 +73,7 @@ impl HttpConnector for RouterConnector {
         Ok(HttpClient::new(Router {
             inner: ReqwestConnector::default().connect(options)?,
             dynamodb: self.dynamodb.clone(),
+            counters: self.counters.clone(),
         }))
     }
 }
@@ -66,7 +81,14 @@ impl HttpConnector for RouterConnector {
 /// An object_store 0.12.5 S3 store on `bucket` of `server`, its conditional puts and
 /// copies going through DynamoCommit on `table` with a `timeout_ms` lease.
 pub fn store(server: S3Server, bucket: &str, table: &str, timeout_ms: u64) -> AmazonS3 {
-    store_via(server, bucket, table, timeout_ms, &super::dynamodb_url())
+    store_via(
+        server,
+        bucket,
+        table,
+        timeout_ms,
+        &super::dynamodb_url(),
+        Arc::default(),
+    )
 }
 
 /// Like [`store`], sending the DynamoDB requests to `dynamodb_url`.
@@ -76,6 +98,7 @@ pub fn store_via(
     table: &str,
     timeout_ms: u64,
     dynamodb_url: &str,
+    counters: Arc<super::Counters>,
 ) -> AmazonS3 {
     let dynamodb: http::Uri = dynamodb_url.parse().unwrap();
     let (key, secret) = server.keys();
@@ -92,6 +115,7 @@ pub fn store_via(
         .with_copy_if_not_exists(S3CopyIfNotExists::Dynamo(commit))
         .with_http_connector(RouterConnector {
             dynamodb: dynamodb.authority().unwrap().clone(),
+            counters,
         })
         .build()
         .unwrap()

@@ -4,7 +4,7 @@
 
 use bytes::Bytes;
 use object_store::aws::{
-    AmazonS3, AmazonS3Builder, AwsAuthorizer, AwsCredential, S3ConditionalPut,
+    AmazonS3, AmazonS3Builder, AwsAuthorizer, AwsCredential, S3ConditionalPut, S3CopyIfNotExists,
 };
 use object_store::client::HttpRequestBody;
 
@@ -63,17 +63,29 @@ impl S3Server {
 
     /// A store on an existing bucket.
     pub fn store(self, bucket: &str, conditional_put: S3ConditionalPut) -> AmazonS3 {
+        self.store_with(bucket, conditional_put, None)
+    }
+
+    /// A store on an existing bucket, with a copy-if-not-exists mode.
+    pub fn store_with(
+        self,
+        bucket: &str,
+        conditional_put: S3ConditionalPut,
+        copy_if_not_exists: Option<S3CopyIfNotExists>,
+    ) -> AmazonS3 {
         let (key, secret) = self.keys();
-        AmazonS3Builder::new()
+        let mut builder = AmazonS3Builder::new()
             .with_endpoint(self.url())
             .with_allow_http(true)
             .with_region("us-east-1")
             .with_bucket_name(bucket)
             .with_access_key_id(key)
             .with_secret_access_key(secret)
-            .with_conditional_put(conditional_put)
-            .build()
-            .unwrap()
+            .with_conditional_put(conditional_put);
+        if let Some(copy) = copy_if_not_exists {
+            builder = builder.with_copy_if_not_exists(copy);
+        }
+        builder.build().unwrap()
     }
 
     async fn create_bucket(self, bucket: &str) {

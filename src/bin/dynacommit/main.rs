@@ -1,6 +1,7 @@
 //! `dynacommit`: run and inspect the commit protocol from the command line.
 
 mod backends;
+mod bench;
 mod lease;
 mod lock;
 mod race;
@@ -33,6 +34,8 @@ struct Cli {
 enum Command {
     /// Race writers appending to a Delta-style log and check every version was won once.
     Race(race::RaceArgs),
+    /// Time the commit layer against the bare store it wraps.
+    Bench(bench::BenchArgs),
     /// Create or describe the lease table in DynamoDB.
     #[command(subcommand)]
     Table(table::TableCommand),
@@ -49,6 +52,7 @@ async fn main() -> ExitCode {
     let cli = Cli::parse();
     let outcome = match cli.command {
         Command::Race(args) => race::run(&cli.backends, args, cli.json).await,
+        Command::Bench(args) => bench::run(&cli.backends, args, cli.json).await,
         Command::Table(command) => table::run(&cli.backends, command, cli.json).await,
         Command::Lease(command) => lease::run(&cli.backends, command, cli.json).await,
         Command::Lock(command) => lock::run(&cli.backends, command, cli.json).await,
