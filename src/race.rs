@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -54,8 +54,12 @@ pub fn version_path(prefix: &Path, version: u64) -> Path {
 pub struct RaceReport {
     /// Writers that raced.
     pub writers: usize,
-    /// Commits each writer made.
+    /// Commits each writer was to make.
     pub commits_per_writer: usize,
+    /// Commits the writers were told they won, in all.
+    pub committed: u64,
+    /// Whether the race was stopped early (see [`RaceControl::stop`]).
+    pub interrupted: bool,
     /// Versions present in the store, from 0 without a gap.
     pub versions: u64,
     /// Versions missing below the highest one present.
@@ -73,14 +77,16 @@ pub struct RaceReport {
 }
 
 impl RaceReport {
-    /// Whether every invariant held: versions `0..writers*commits` each exist once,
-    /// each holds its one winner's bytes, and the wins add up.
+    /// Whether every invariant held: versions `0..committed` each exist once, each holds
+    /// its one winner's bytes, and the wins add up (to `writers x commits_per_writer`
+    /// unless interrupted).
     pub fn is_clean(&self) -> bool {
-        let expected = (self.writers * self.commits_per_writer) as u64;
+        let planned = (self.writers * self.commits_per_writer) as u64;
         self.gaps.is_empty()
             && self.duplicates.is_empty()
             && self.lost.is_empty()
-            && self.versions == expected
+            && self.versions == self.committed
+            && (self.interrupted || self.committed == planned)
     }
 }
 
@@ -114,6 +120,28 @@ impl Percentiles {
     }
 }
 
+/// Watches and steers a running race from outside: a count of commits so far, and a flag
+/// that stops it (writers finish the commit in flight, then stop; the log is checked as
+/// far as it got).
+#[derive(Debug, Default)]
+pub struct RaceControl {
+    /// Commits won so far.
+    pub committed: AtomicU64,
+    stopped: AtomicBool,
+}
+
+impl RaceControl {
+    /// Asks the writers to stop after their current commit.
+    pub fn stop(&self) {
+        self.stopped.store(true, Ordering::SeqCst);
+    }
+
+    /// Whether [`stop`](Self::stop) was called.
+    pub fn is_stopped(&self) -> bool {
+        self.stopped.load(Ordering::SeqCst)
+    }
+}
+
 /// A writer failed with something other than "already exists".
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("writer {writer} failed creating version {version}: {message}")]
@@ -130,14 +158,14 @@ pub struct RaceError {
 type Wins = Vec<(u64, Bytes, Duration)>;
 
 /// Races `writers` (each making `commits_per_writer` commits) on the log at `prefix`, then
-/// reads every version back through `reader` and checks the invariants. `progress`, if
-/// given, counts commits as they land.
+/// reads every version back through `reader` and checks the invariants. `control`, if
+/// given, counts commits as they land and can stop the race.
 pub async fn run(
     writers: Vec<Arc<dyn LogWriter>>,
     reader: Arc<dyn ObjectStore>,
     prefix: &Path,
     commits_per_writer: usize,
-    progress: Option<Arc<AtomicU64>>,
+    control: Option<Arc<RaceControl>>,
 ) -> Result<RaceReport, RaceError> {
     let count = writers.len();
     let started = Instant::now();
@@ -145,11 +173,13 @@ pub async fn run(
     let tasks = writers.into_iter().enumerate().map(|(index, writer)| {
         let prefix = prefix.clone();
         let conflicts = conflicts.clone();
-        let progress = progress.clone();
+        let control = control.clone();
         async move {
             let mut wins: Wins = Vec::with_capacity(commits_per_writer);
             let mut version = 0u64;
-            while wins.len() < commits_per_writer {
+            while wins.len() < commits_per_writer
+                && !control.as_ref().is_some_and(|c| c.is_stopped())
+            {
                 let body = Bytes::from(format!(
                     "{{\"writer\":{index},\"commit\":{},\"nonce\":\"{:016x}\"}}",
                     wins.len(),
@@ -160,8 +190,8 @@ pub async fn run(
                 match writer.create(&path, body.clone()).await {
                     Ok(true) => {
                         wins.push((version, body, attempt.elapsed()));
-                        if let Some(p) = &progress {
-                            p.fetch_add(1, Ordering::Relaxed);
+                        if let Some(c) = &control {
+                            c.committed.fetch_add(1, Ordering::Relaxed);
                         }
                     }
                     Ok(false) => {
@@ -211,9 +241,12 @@ pub async fn run(
             message: format!("reading the log back: {e}"),
         })?;
 
+    let committed = latencies.len() as u64;
     let mut report = RaceReport {
         writers: count,
         commits_per_writer,
+        committed,
+        interrupted: control.as_ref().is_some_and(|c| c.is_stopped()),
         versions: 0,
         gaps: Vec::new(),
         duplicates: Vec::new(),

@@ -80,6 +80,32 @@ fn bench_on_the_embedded_default_reports_ratios() {
 }
 
 #[test]
+fn ctrl_c_stops_a_race_cleanly_and_checks_the_log_so_far() {
+    use std::io::BufRead;
+    let mut child = Command::new(env!("CARGO_BIN_EXE_dynacommit"))
+        .args(["race", "--writers", "4", "--commits", "100000"])
+        .env_remove("AWS_ENDPOINT_URL_DYNAMODB")
+        .env_remove("AWS_REGION")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    // Its first line on stderr comes after the Ctrl-C handler is in place.
+    let mut stderr = std::io::BufReader::new(child.stderr.take().unwrap());
+    let mut first = String::new();
+    stderr.read_line(&mut first).unwrap();
+    assert!(first.starts_with("embedded default"), "{first}");
+    // SAFETY: sends SIGINT to our own child, whose pid we hold.
+    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
+    let out = child.wait_with_output().unwrap();
+    let stdout = text(&out.stdout);
+    assert_eq!(out.status.code(), Some(130), "{stdout}");
+    assert!(stdout.contains("interrupted after"), "{stdout}");
+    assert!(stdout.contains("duplicates found    0"), "{stdout}");
+    assert!(stdout.contains("OK:"), "{stdout}");
+}
+
+#[test]
 fn bad_input_gets_one_clear_line_and_a_non_zero_exit() {
     let out = dynacommit(&["race", "--store", "ftp://nowhere"], &[]);
     assert_eq!(out.status.code(), Some(2));

@@ -47,9 +47,22 @@ enum Command {
     Lock(lock::LockCommand),
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
+    restore_default_sigpipe();
     let cli = Cli::parse();
+    match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime.block_on(run(cli)),
+        Err(error) => {
+            eprintln!("dynacommit: error: cannot start the async runtime: {error}");
+            ExitCode::from(2)
+        }
+    }
+}
+
+async fn run(cli: Cli) -> ExitCode {
     let outcome = match cli.command {
         Command::Race(args) => race::run(&cli.backends, args, cli.json).await,
         Command::Bench(args) => bench::run(&cli.backends, args, cli.json).await,
@@ -63,5 +76,16 @@ async fn main() -> ExitCode {
             eprintln!("dynacommit: error: {error}");
             ExitCode::from(2)
         }
+    }
+}
+
+/// Rust ignores SIGPIPE, so `dynacommit lease list | head` would panic on the closed pipe;
+/// a command-line tool should end quietly instead, as the default disposition does.
+fn restore_default_sigpipe() {
+    #[cfg(unix)]
+    // SAFETY: called first thing in main, before the runtime starts any thread; it only
+    // sets the process's disposition for SIGPIPE back to the default.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
 }

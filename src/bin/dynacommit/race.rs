@@ -2,12 +2,12 @@
 
 use std::process::ExitCode;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 
 use clap::Args;
 use dynacommit::CommitStore;
 use dynacommit::lease::LeaseManager;
-use dynacommit::race::{self, LogWriter, StoreWriter};
+use dynacommit::race::{self, LogWriter, RaceControl, StoreWriter};
 use object_store::ObjectStore;
 use object_store::path::Path;
 
@@ -28,6 +28,9 @@ pub struct RaceArgs {
 }
 
 pub async fn run(backends: &BackendArgs, args: RaceArgs, json: bool) -> Result<ExitCode, String> {
+    // Listen for Ctrl-C before saying anything, so that whoever reads our first line can
+    // rely on an interrupt being handled.
+    let interrupted = interrupt_signal()?;
     let resolved = backends.resolve().await?;
     if !json {
         eprintln!("{}", resolved.description);
@@ -43,18 +46,29 @@ pub async fn run(backends: &BackendArgs, args: RaceArgs, json: bool) -> Result<E
         .map(|_| Arc::new(StoreWriter(store.clone())) as Arc<dyn LogWriter>)
         .collect();
     let total = u64::from(args.writers) * u64::from(args.commits);
-    let progress = Arc::new(AtomicU64::new(0));
-    let ticker = (!json).then(|| spawn_progress(progress.clone(), total));
+    let control = Arc::new(RaceControl::default());
+    let progress = (!json).then(|| spawn_progress(control.clone(), total));
+    let interrupt = {
+        // Ctrl-C: writers finish the commit in flight (and release its lease), then stop;
+        // the log is checked as far as it got.
+        let control = control.clone();
+        tokio::spawn(async move {
+            interrupted.await;
+            control.stop();
+        })
+    };
     let outcome = race::run(
         writers,
         resolved.store.clone(),
         &log,
         args.commits as usize,
-        Some(progress),
+        Some(control.clone()),
     )
     .await;
-    if let Some(ticker) = ticker {
-        ticker.abort();
+    interrupt.abort();
+    if let Some(progress) = progress {
+        progress.abort();
+        let _ = progress.await;
     }
     let report = outcome.map_err(|e| e.to_string())?;
     let clean = report.is_clean();
@@ -63,6 +77,8 @@ pub async fn run(backends: &BackendArgs, args: RaceArgs, json: bool) -> Result<E
             "writers": report.writers,
             "commits_per_writer": report.commits_per_writer,
             "versions": report.versions,
+            "committed": report.committed,
+            "interrupted": report.interrupted,
             "expected_versions": total,
             "duplicates": report.duplicates,
             "lost": report.lost,
@@ -106,32 +122,69 @@ pub async fn run(backends: &BackendArgs, args: RaceArgs, json: bool) -> Result<E
             ),
             ("elapsed", format!("{:.2} s", report.elapsed.as_secs_f64())),
         ]);
-        if clean {
+        if report.interrupted {
+            println!("interrupted after {} of {total} commits", report.committed);
+        }
+        if clean && report.committed > 0 {
             println!(
                 "OK: every version from 0 to {} exists exactly once and holds its winner's bytes",
-                total - 1
+                report.committed - 1
             );
+        } else if clean {
+            println!("OK: nothing was committed");
         } else {
             println!("FAILED: the log does not hold exactly one winner per version");
         }
     }
-    Ok(if clean {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
+    Ok(match (clean, report.interrupted) {
+        (false, _) => ExitCode::FAILURE,
+        (true, true) => ExitCode::from(130),
+        (true, false) => ExitCode::SUCCESS,
     })
 }
 
-/// Prints progress on a terminal (stderr), every half second.
-fn spawn_progress(done: Arc<AtomicU64>, total: u64) -> tokio::task::JoinHandle<()> {
-    use std::io::IsTerminal;
+/// Completes on Ctrl-C (SIGINT); the handler is in place when this returns.
+fn interrupt_signal() -> Result<impl Future<Output = ()>, String> {
+    #[cfg(unix)]
+    {
+        let mut sigint = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::interrupt())
+            .map_err(|e| format!("cannot listen for Ctrl-C: {e}"))?;
+        Ok(async move {
+            sigint.recv().await;
+        })
+    }
+    #[cfg(not(unix))]
+    {
+        Ok(async {
+            let _ = tokio::signal::ctrl_c().await;
+        })
+    }
+}
+
+/// A progress bar on stderr while the race runs, if stderr is a terminal (indicatif draws
+/// nothing otherwise).
+fn spawn_progress(control: Arc<RaceControl>, total: u64) -> tokio::task::JoinHandle<()> {
+    let bar = indicatif::ProgressBar::new(total);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template(
+            "{bar:40} {pos}/{len} commits, {per_sec}, eta {eta}",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
     tokio::spawn(async move {
-        if !std::io::stderr().is_terminal() {
-            return;
-        }
+        let _clear = ClearOnDrop(bar.clone());
         loop {
-            tokio::time::sleep(std::time::Duration::from_millis(500)).await;
-            eprint!("\r{} / {total} commits", done.load(Ordering::Relaxed));
+            bar.set_position(control.committed.load(Ordering::Relaxed));
+            tokio::time::sleep(std::time::Duration::from_millis(100)).await;
         }
     })
+}
+
+/// Clears the bar when the progress task ends (it is aborted when the race is done).
+struct ClearOnDrop(indicatif::ProgressBar);
+
+impl Drop for ClearOnDrop {
+    fn drop(&mut self) {
+        self.0.finish_and_clear();
+    }
 }
