@@ -6,6 +6,9 @@
 #   scripts/services.sh stop    [SERVICE...]   stop by pid file
 #   scripts/services.sh status  [SERVICE...]
 #   scripts/services.sh env                    print the variables the tests read
+#   scripts/services.sh run -- COMMAND...      start what is not running, run COMMAND with
+#                                              the variables set, stop what it started
+#                                              (also when COMMAND fails)
 #
 # SERVICE is dynamodb, seaweedfs or s3rver; none means all three.
 # Ports can be moved with DYNACOMMIT_DYNAMODB_PORT, DYNACOMMIT_SEAWEEDFS_PORT and
@@ -120,10 +123,14 @@ start_seaweedfs() {
 	port_free "$SEAWEEDFS_PORT" || die "port $SEAWEEDFS_PORT is taken: stop what holds it or set DYNACOMMIT_SEAWEEDFS_PORT"
 	local data="$DIR/seaweedfs-data"
 	rm -rf "$data" && mkdir -p "$data" "$DIR/tmp"
+	# Every bucket is a collection with volumes of its own, and the tests make a bucket
+	# each: the default volume count (free disk / 1 GiB) runs out after a few dozen, and
+	# SeaweedFS then answers 500 to every PUT. Volumes are sparse files: allow many.
 	log "starting SeaweedFS (S3 on 127.0.0.1:$SEAWEEDFS_PORT)"
 	(cd "$data" && TMPDIR="$DIR/tmp" AWS_ACCESS_KEY_ID="$SEAWEEDFS_KEY" AWS_SECRET_ACCESS_KEY="$SEAWEEDFS_SECRET" \
 		exec "$DIR/seaweedfs/bin/weed" mini -dir="$data" -ip=127.0.0.1 -ip.bind=127.0.0.1 \
 		-s3.port="$SEAWEEDFS_PORT" -webdav=false -admin.ui=false -s3.port.iceberg=0 -s3.port.lance=0 \
+		-volume.max=2000 -master.volumeSizeLimitMB=64 \
 		-filer.localSocket="$data/filer.sock" -s3.localSocket="$data/s3.sock" -bucket="$BUCKET") \
 		>"$LOG/seaweedfs.log" 2>&1 &
 	echo $! >"$RUN/seaweedfs.pid"
@@ -194,9 +201,34 @@ export DYNACOMMIT_TEST_BUCKET=$BUCKET
 ENV
 }
 
+# Runs "$@" with every service up, stopping afterwards only those this call started.
+run_with_services() {
+	local started=() service
+	for service in dynamodb seaweedfs s3rver; do
+		if ! running "$service"; then
+			"start_$service"
+			started+=("$service")
+		fi
+	done
+	eval "$(print_env)"
+	local status=0
+	"$@" || status=$?
+	for service in "${started[@]}"; do stop_one "$service"; done
+	return "$status"
+}
+
 main() {
 	local cmd="${1:-}"
 	shift || true
+	if [[ "$cmd" == run ]]; then
+		[[ "${1:-}" == -- ]] && shift
+		(($#)) || die "usage: $0 run -- COMMAND..."
+		mkdir -p "$RUN" "$LOG"
+		# Stop what we started on Ctrl-C or TERM too.
+		trap 'exit 130' INT TERM
+		run_with_services "$@"
+		return
+	fi
 	local services=("$@")
 	((${#services[@]})) || services=(dynamodb seaweedfs s3rver)
 	for s in "${services[@]}"; do
@@ -213,7 +245,7 @@ main() {
 		done
 		;;
 	env) print_env ;;
-	*) die "usage: $0 install|start|stop|status|env [dynamodb|seaweedfs|s3rver ...]" ;;
+	*) die "usage: $0 install|start|stop|status|env [dynamodb|seaweedfs|s3rver ...], or $0 run -- COMMAND..." ;;
 	esac
 }
 

@@ -1,27 +1,14 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: installs and starts the local services
-# (DynamoDB Local, SeaweedFS, s3rver), runs formatting, lint, docs and every test, and
-# stops what it started, whether the tests pass or not.
+# (DynamoDB Local, SeaweedFS, s3rver), runs formatting, lint, docs, every test, the
+# examples and the README's first command, and stops what it started, whether the tests
+# pass or not.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-started=()
-cleanup() {
-	local status=$?
-	if ((${#started[@]})); then
-		scripts/services.sh stop "${started[@]}" || true
-	fi
-	exit "$status"
-}
-trap cleanup EXIT INT TERM
-
-for service in dynamodb seaweedfs s3rver; do
-	if ! scripts/services.sh status "$service" | grep -q running; then
-		scripts/services.sh start "$service"
-		started+=("$service")
-	fi
-done
-eval "$(scripts/services.sh env)"
+if [[ "${1:-}" != --inside ]]; then
+	exec scripts/services.sh run -- "$0" --inside
+fi
 
 echo "== cargo fmt --check"
 cargo fmt --check
