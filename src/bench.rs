@@ -44,15 +44,7 @@ pub struct StoreTarget(pub Arc<dyn ObjectStore>);
 #[async_trait]
 impl Target for StoreTarget {
     async fn create(&self, path: &Path, body: Bytes) -> Result<bool, String> {
-        match self
-            .0
-            .put_opts(path, body.into(), PutMode::Create.into())
-            .await
-        {
-            Ok(_) => Ok(true),
-            Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
-            Err(e) => Err(e.to_string()),
-        }
+        crate::race::create_if_absent(&*self.0, path, body).await
     }
 
     async fn update(&self, path: &Path, body: Bytes, etag: &str) -> Result<bool, String> {

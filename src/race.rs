@@ -32,15 +32,24 @@ pub struct StoreWriter(pub Arc<dyn ObjectStore>);
 #[async_trait]
 impl LogWriter for StoreWriter {
     async fn create(&self, path: &Path, body: Bytes) -> Result<bool, String> {
-        match self
-            .0
-            .put_opts(path, body.into(), PutMode::Create.into())
-            .await
-        {
-            Ok(_) => Ok(true),
-            Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
-            Err(e) => Err(e.to_string()),
-        }
+        create_if_absent(&*self.0, path, body).await
+    }
+}
+
+/// Creates `path` with `body` through [`PutMode::Create`]: `Ok(true)` if written,
+/// `Ok(false)` if something was already there.
+pub(crate) async fn create_if_absent(
+    store: &dyn ObjectStore,
+    path: &Path,
+    body: Bytes,
+) -> Result<bool, String> {
+    match store
+        .put_opts(path, body.into(), PutMode::Create.into())
+        .await
+    {
+        Ok(_) => Ok(true),
+        Err(object_store::Error::AlreadyExists { .. }) => Ok(false),
+        Err(e) => Err(e.to_string()),
     }
 }
 
