@@ -28,12 +28,9 @@ struct Fixture {
     _dir: Option<tempfile::TempDir>,
 }
 
-async fn s3rver() -> Fixture {
-    let inner = Arc::new(
-        S3Server::S3rver
-            .fresh_store(S3ConditionalPut::ETagMatch)
-            .await,
-    );
+/// CommitStore over a fresh bucket of `server`, leases in DynamoDB Local.
+async fn s3_fixture(server: S3Server, conditional_put: S3ConditionalPut) -> Fixture {
+    let inner = Arc::new(server.fresh_store(conditional_put).await);
     Fixture {
         store: CommitStore::new(inner.clone(), common::dynamo_leases().await),
         multipart: Some(inner.clone()),
@@ -42,18 +39,13 @@ async fn s3rver() -> Fixture {
     }
 }
 
+async fn s3rver() -> Fixture {
+    s3_fixture(S3Server::S3rver, S3ConditionalPut::ETagMatch).await
+}
+
+/// SeaweedFS with its own conditional puts off: the wrapper must supply them.
 async fn seaweedfs() -> Fixture {
-    let inner = Arc::new(
-        S3Server::SeaweedFs
-            .fresh_store(S3ConditionalPut::Disabled)
-            .await,
-    );
-    Fixture {
-        store: CommitStore::new(inner.clone(), common::dynamo_leases().await),
-        multipart: Some(inner.clone()),
-        paginated: Some(inner),
-        _dir: None,
-    }
+    s3_fixture(S3Server::SeaweedFs, S3ConditionalPut::Disabled).await
 }
 
 async fn memory() -> Fixture {
