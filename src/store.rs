@@ -12,6 +12,7 @@ use object_store::{
     ObjectStore, ObjectStoreExt, PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult,
     RenameOptions, RenameTargetMode, Result,
 };
+use tracing::Instrument;
 
 use crate::lease::{AcquireError, CREATE_ETAG, LeaseError, LeaseManager};
 
@@ -84,24 +85,29 @@ impl CommitStore {
         W: FnOnce() -> WF,
         WF: Future<Output = Result<T>>,
     {
-        check().await?;
-        let mut lease = self
-            .leases
-            .acquire(path.as_ref(), etag, &check)
-            .await
-            .map_err(|e| match e {
-                AcquireError::Check(e) => e,
-                AcquireError::Lease(e) => lease_error(path, e),
-            })?;
-        let outcome = self
-            .leases
-            .run_while_held(&mut lease, write())
-            .await
-            .map_err(|e| lease_error(path, e))?;
-        if has_known_outcome(&outcome) {
-            self.leases.release_in_background(lease);
+        let span = tracing::debug_span!("conditional_write", %path, etag);
+        async {
+            check().await?;
+            let mut lease = self
+                .leases
+                .acquire(path.as_ref(), etag, &check)
+                .await
+                .map_err(|e| match e {
+                    AcquireError::Check(e) => e,
+                    AcquireError::Lease(e) => lease_error(path, e),
+                })?;
+            let outcome = self
+                .leases
+                .run_while_held(&mut lease, write())
+                .await
+                .map_err(|e| lease_error(path, e))?;
+            if has_known_outcome(&outcome) {
+                self.leases.release_in_background(lease);
+            }
+            outcome
         }
-        outcome
+        .instrument(span)
+        .await
     }
 
     /// Succeeds if nothing is at `path`.

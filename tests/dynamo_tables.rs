@@ -121,3 +121,28 @@ async fn describing_a_missing_table_says_so() {
         .unwrap_err();
     assert_eq!(error.code(), Some("ResourceNotFoundException"), "{error}");
 }
+
+#[tokio::test]
+async fn an_s3_stores_credential_provider_signs_dynamodb_requests() {
+    // The same identity for S3 and DynamoDB: AmazonS3::credentials() as the provider.
+    common::dynamodb().await;
+    let s3 = object_store::aws::AmazonS3Builder::new()
+        .with_bucket_name("any")
+        .with_region("us-east-1")
+        .with_access_key_id("fromsthree")
+        .with_secret_access_key("s3secret")
+        .build()
+        .unwrap();
+    let client = dynacommit::dynamo::DynamoClient::builder()
+        .with_endpoint(common::dynamodb_url())
+        .with_region("us-east-1")
+        .with_credential_provider(s3.credentials().clone())
+        .build()
+        .unwrap();
+    let name = common::unique_name("provider");
+    let report = client
+        .ensure_table(&TableSpec::commit_leases(&name))
+        .await
+        .unwrap();
+    assert!(report.created);
+}

@@ -1,0 +1,77 @@
+//! CommitStore's own surface: refusals, Display and Debug, passthrough of plain writes.
+
+mod common;
+
+use std::sync::Arc;
+
+use dynacommit::CommitStore;
+use object_store::aws::AmazonS3Builder;
+use object_store::memory::InMemory;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, UpdateVersion};
+
+fn over_memory() -> (CommitStore, Arc<InMemory>) {
+    let inner = Arc::new(InMemory::new());
+    (
+        CommitStore::new(inner.clone(), common::memory_leases()),
+        inner,
+    )
+}
+
+#[tokio::test]
+async fn an_update_without_an_etag_is_a_clear_error() {
+    let (store, _) = over_memory();
+    let path = Path::from("doc");
+    store.put(&path, "v1".into()).await.unwrap();
+    let mode = PutMode::Update(UpdateVersion {
+        e_tag: None,
+        version: Some("7".into()),
+    });
+    let error = store
+        .put_opts(&path, "v2".into(), mode.into())
+        .await
+        .unwrap_err();
+    let text = error.to_string();
+    assert!(text.contains("needs an e_tag"), "{text}");
+    let body = store.get(&path).await.unwrap().bytes().await.unwrap();
+    assert_eq!(body.as_ref(), b"v1", "nothing was written");
+}
+
+#[tokio::test]
+async fn plain_writes_go_straight_through_without_a_lease() {
+    let (store, inner) = over_memory();
+    let path = Path::from("plain");
+    store.put(&path, "x".into()).await.unwrap();
+    store.copy(&path, &Path::from("copied")).await.unwrap();
+    assert!(inner.head(&Path::from("copied")).await.is_ok());
+    let table = store.leases().table().clone();
+    assert_eq!(table.get("plain", "*").await.unwrap(), None);
+    assert_eq!(table.get("copied", "*").await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn display_and_debug_say_what_is_wrapped_and_never_show_secrets() {
+    let s3 = AmazonS3Builder::new()
+        .with_bucket_name("lake")
+        .with_region("eu-west-1")
+        .with_access_key_id("AKIDVISIBLEKEYID")
+        .with_secret_access_key("SUPERSECRETVALUE")
+        .with_token("SESSIONTOKENVALUE")
+        .build()
+        .unwrap();
+    let store = CommitStore::new(Arc::new(s3), common::memory_leases());
+    let display = store.to_string();
+    assert!(display.contains("lake"), "{display}");
+    assert!(display.contains("in-process lease table"), "{display}");
+    let debug = format!("{store:?}");
+    assert!(
+        debug.contains("lake") && debug.contains("LeaseManager"),
+        "{debug}"
+    );
+    for secret in ["SUPERSECRETVALUE", "SESSIONTOKENVALUE"] {
+        assert!(
+            !debug.contains(secret) && !display.contains(secret),
+            "{secret} leaked"
+        );
+    }
+}
