@@ -29,17 +29,27 @@ pub struct TableFaults {
     pub fail_next_owned_puts: usize,
 }
 
-/// A [`MemoryLeaseTable`] with scripted faults and a log of every applied write.
-#[derive(Debug, Default)]
+/// A lease table (a fresh [`MemoryLeaseTable`], or a shared one) with scripted faults and
+/// a log of every write applied through it.
+#[derive(Debug)]
 pub struct FaultyTable {
-    inner: MemoryLeaseTable,
+    inner: Arc<dyn LeaseTable>,
     faults: Mutex<TableFaults>,
     log: Mutex<Vec<(Instant, LeaseRecord)>>,
 }
 
 impl FaultyTable {
     pub fn new() -> Arc<Self> {
-        Arc::new(Self::default())
+        Self::over(Arc::new(MemoryLeaseTable::new()))
+    }
+
+    /// Faults of its own in front of `inner`, which others may share.
+    pub fn over(inner: Arc<dyn LeaseTable>) -> Arc<Self> {
+        Arc::new(Self {
+            inner,
+            faults: Mutex::default(),
+            log: Mutex::default(),
+        })
     }
 
     pub fn set_faults(&self, faults: TableFaults) {
