@@ -51,12 +51,36 @@ const STORE: &str = "dynacommit";
 pub struct CommitStore {
     inner: Arc<dyn ObjectStore>,
     leases: LeaseManager,
+    /// Put before every path in the lease table (empty: the path alone, as 0.12.5 does).
+    lease_prefix: String,
 }
 
 impl CommitStore {
     /// Wraps `inner`, coordinating its conditional writes through `leases`.
     pub fn new(inner: Arc<dyn ObjectStore>, leases: LeaseManager) -> Self {
-        Self { inner, leases }
+        Self {
+            inner,
+            leases,
+            lease_prefix: String::new(),
+        }
+    }
+
+    /// Keys this store's leases by `prefix` followed by the object path, so that stores of
+    /// different buckets can share one table without contending on equal paths (by default
+    /// the key is the path alone, as in object_store 0.12.5). Every writer of a bucket must
+    /// use the same prefix, and a fleet that includes 0.12.5 writers must use none.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use dynacommit::{CommitStore, lease::{LeaseConfig, LeaseManager, MemoryLeaseTable}};
+    /// # let leases = LeaseManager::new(Arc::new(MemoryLeaseTable::new()), LeaseConfig::default()).unwrap();
+    /// let store = CommitStore::new(Arc::new(object_store::memory::InMemory::new()), leases)
+    ///     .with_lease_prefix("s3://lake/");
+    /// # let _ = store;
+    /// ```
+    pub fn with_lease_prefix(mut self, prefix: impl Into<String>) -> Self {
+        self.lease_prefix = prefix.into();
+        self
     }
 
     /// The wrapped store.
@@ -86,11 +110,12 @@ impl CommitStore {
         WF: Future<Output = Result<T>>,
     {
         let span = tracing::debug_span!("conditional_write", %path, etag);
+        let key = format!("{}{path}", self.lease_prefix);
         async {
             check().await?;
             let mut lease = self
                 .leases
-                .acquire(path.as_ref(), etag, &check)
+                .acquire(&key, etag, &check)
                 .await
                 .map_err(|e| match e {
                     AcquireError::Check(e) => e,
@@ -201,6 +226,7 @@ impl std::fmt::Debug for CommitStore {
         f.debug_struct("CommitStore")
             .field("inner", &format_args!("{}", self.inner))
             .field("leases", &self.leases)
+            .field("lease_prefix", &self.lease_prefix)
             .finish()
     }
 }

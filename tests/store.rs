@@ -75,3 +75,36 @@ async fn display_and_debug_say_what_is_wrapped_and_never_show_secrets() {
         );
     }
 }
+
+#[tokio::test]
+async fn stores_with_different_lease_prefixes_share_a_table_without_contending() {
+    let leases = common::memory_leases();
+    let lake =
+        CommitStore::new(Arc::new(InMemory::new()), leases.clone()).with_lease_prefix("lake/");
+    let pond =
+        CommitStore::new(Arc::new(InMemory::new()), leases.clone()).with_lease_prefix("pond/");
+    let path = Path::from("_log/00000000000000000000.json");
+    // A writer of another bucket ("lake/") holds its lease on the same path...
+    let _held = leases
+        .acquire("lake/_log/00000000000000000000.json", "*", || async {
+            Ok::<(), std::convert::Infallible>(())
+        })
+        .await
+        .unwrap();
+    // ... the pond's create of the same path does not wait for it.
+    tokio::time::timeout(
+        std::time::Duration::from_secs(1),
+        pond.put_opts(&path, "pond".into(), PutMode::Create.into()),
+    )
+    .await
+    .expect("the pond waited on the lake's lease")
+    .unwrap();
+    let table = leases.table();
+    assert!(
+        table
+            .get("pond/_log/00000000000000000000.json", "*")
+            .await
+            .unwrap()
+            .is_some()
+    );
+}
