@@ -79,8 +79,6 @@ async fn display_and_debug_say_what_is_wrapped_and_never_show_secrets() {
 #[tokio::test]
 async fn stores_with_different_lease_prefixes_share_a_table_without_contending() {
     let leases = common::memory_leases();
-    let lake =
-        CommitStore::new(Arc::new(InMemory::new()), leases.clone()).with_lease_prefix("lake/");
     let pond =
         CommitStore::new(Arc::new(InMemory::new()), leases.clone()).with_lease_prefix("pond/");
     let path = Path::from("_log/00000000000000000000.json");
