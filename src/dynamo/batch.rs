@@ -71,7 +71,9 @@ impl DynamoClient {
                     break;
                 }
                 let delay = retry.backoff(attempts);
-                if attempts >= retry.max_attempts || started.elapsed() + delay > retry.max_elapsed {
+                if attempts >= retry.max_attempts
+                    || started.elapsed().saturating_add(delay) > retry.max_elapsed
+                {
                     return Err(DynamoError::BatchIncomplete {
                         unprocessed: writes.len() - done - (chunk.len() - pending.len()),
                         total: writes.len(),

@@ -119,7 +119,9 @@ impl DynamoClient {
                 Err(e) => e,
             };
             let delay = retry.backoff(attempts);
-            if attempts >= retry.max_attempts || started.elapsed() + delay > retry.max_elapsed {
+            if attempts >= retry.max_attempts
+                || started.elapsed().saturating_add(delay) > retry.max_elapsed
+            {
                 tracing::warn!(%error, attempts, "giving up");
                 return Err(DynamoError::RetriesExhausted {
                     operation: op,

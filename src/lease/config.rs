@@ -3,6 +3,12 @@
 use std::str::FromStr;
 use std::time::Duration;
 
+/// The longest lease timeout (and poll interval) accepted: a day.
+pub const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
+
+/// The longest record TTL accepted: a year.
+pub const MAX_TTL: Duration = Duration::from_secs(366 * 24 * 60 * 60);
+
 /// The table name used when none is given.
 pub const DEFAULT_TABLE: &str = "dynacommit_leases";
 
@@ -162,6 +168,19 @@ impl LeaseConfig {
                 "the lease timeout must be at least 1 ms".into(),
             ));
         }
+        // Upper bounds keep every deadline computation far from overflow, and catch a
+        // timeout given in the wrong unit.
+        if self.timeout > MAX_TIMEOUT {
+            return Err(ConfigError(format!(
+                "the lease timeout ({:?}) is above {MAX_TIMEOUT:?}: give it in milliseconds",
+                self.timeout
+            )));
+        }
+        if self.ttl > MAX_TTL || self.poll_interval > MAX_TIMEOUT {
+            return Err(ConfigError(format!(
+                "the record TTL must be at most {MAX_TTL:?} and the poll interval at most {MAX_TIMEOUT:?}"
+            )));
+        }
         if self.max_clock_skew_rate == 0 {
             return Err(ConfigError(
                 "max_clock_skew_rate must be at least 1 (3 is the usual choice)".into(),
@@ -293,6 +312,16 @@ mod tests {
                 .validate()
                 .is_err()
         );
+    }
+
+    #[test]
+    fn absurd_settings_are_refused_not_overflowed() {
+        let e = "t:18446744073709551615".parse::<LeaseConfig>().unwrap_err();
+        assert!(e.to_string().contains("milliseconds"), "{e}");
+        let huge = LeaseConfig::default().with_ttl(Duration::MAX);
+        assert!(huge.validate().is_err());
+        let slow = LeaseConfig::default().with_poll_interval(Duration::MAX);
+        assert!(slow.validate().is_err());
     }
 
     #[test]

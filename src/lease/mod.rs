@@ -14,7 +14,7 @@ mod memory;
 mod record;
 mod table;
 
-pub use config::{ConfigError, DEFAULT_TABLE, LeaseConfig};
+pub use config::{ConfigError, DEFAULT_TABLE, LeaseConfig, MAX_TIMEOUT, MAX_TTL};
 pub use dynamo::DynamoLeaseTable;
 pub use manager::{AcquireError, Lease, LeaseError, LeaseManager};
 pub use memory::MemoryLeaseTable;
