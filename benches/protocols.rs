@@ -249,6 +249,7 @@ async fn contenders(server: S3Server, timeout_ms: u64) -> Vec<Contender> {
         timeout_ms,
         &common::dynamodb_url(),
         counters.clone(),
+        None,
     );
     out.push(Contender {
         name: "object_store 0.12.5",

@@ -88,6 +88,7 @@ async fn object_store_0_12_5_waits_for_itself_after_the_same_lost_answer() {
         500,
         &server.url,
         Arc::default(),
+        None,
     );
     let started = Instant::now();
     object_store_012::ObjectStore::put_opts(

@@ -126,6 +126,9 @@ pub struct ScriptedStore {
     pub retry_torn_reads: bool,
     /// Counts every request, if set.
     pub counters: Option<Arc<super::Counters>>,
+    /// Puts go out after a random delay from this range (ms), in a task of their own
+    /// (see [`super::Counters::slowed`]); needs `counters`.
+    pub slow_puts: Option<std::ops::Range<u64>>,
 }
 
 impl ScriptedStore {
@@ -136,6 +139,23 @@ impl ScriptedStore {
             delay,
             retry_torn_reads: false,
             counters: None,
+            slow_puts: None,
+        }
+    }
+
+    /// Puts delayed by a random time from `delays` (ms) on their way to `inner`, going on
+    /// even when their caller stops waiting; counted in `counters`.
+    pub fn slow_in_flight(
+        inner: Arc<dyn ObjectStore>,
+        delays: std::ops::Range<u64>,
+        counters: Arc<super::Counters>,
+    ) -> Self {
+        Self {
+            inner,
+            delay: Duration::ZERO,
+            retry_torn_reads: false,
+            counters: Some(counters),
+            slow_puts: Some(delays),
         }
     }
 
@@ -146,6 +166,7 @@ impl ScriptedStore {
             delay: Duration::ZERO,
             retry_torn_reads: true,
             counters: None,
+            slow_puts: None,
         }
     }
 
@@ -156,6 +177,7 @@ impl ScriptedStore {
             delay: Duration::ZERO,
             retry_torn_reads: false,
             counters: Some(counters),
+            slow_puts: None,
         }
     }
 
@@ -233,7 +255,14 @@ impl ObjectStore for ScriptedStore {
     ) -> Result<PutResult> {
         self.count();
         self.pause().await;
-        self.inner.put_opts(location, payload, opts).await
+        match (&self.slow_puts, &self.counters) {
+            (Some(delays), Some(counters)) => {
+                let (inner, location) = (self.inner.clone(), location.clone());
+                let put = async move { inner.put_opts(&location, payload, opts).await };
+                counters.slowed(delays.clone(), put).await
+            }
+            _ => self.inner.put_opts(location, payload, opts).await,
+        }
     }
 
     async fn put_multipart_opts(

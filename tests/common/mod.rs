@@ -74,9 +74,40 @@ pub struct Counters {
     pub dynamo_writes: std::sync::atomic::AtomicU64,
     /// DynamoDB reads (GetItem, Query, Scan).
     pub dynamo_reads: std::sync::atomic::AtomicU64,
+    /// Slowed requests sent but not yet answered (they go on when their caller gives up).
+    pub in_flight: std::sync::atomic::AtomicU64,
 }
 
 impl Counters {
+    /// Waits until every slowed request has been answered.
+    pub async fn settled(&self) {
+        while self.in_flight.load(std::sync::atomic::Ordering::SeqCst) > 0 {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+
+    /// Sends `request` after a random delay from `delays` (ms), in a task of its own, so
+    /// that it reaches the server even if its caller stops waiting: as a request already
+    /// on the wire does.
+    pub async fn slowed<T: Send + 'static>(
+        self: &std::sync::Arc<Self>,
+        delays: std::ops::Range<u64>,
+        request: impl Future<Output = T> + Send + 'static,
+    ) -> T {
+        use std::sync::atomic::Ordering::SeqCst;
+        let delay = Duration::from_millis(rand::random_range(delays));
+        self.in_flight.fetch_add(1, SeqCst);
+        let counters = self.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(delay).await;
+            let answer = request.await;
+            counters.in_flight.fetch_sub(1, SeqCst);
+            answer
+        })
+        .await
+        .unwrap()
+    }
+
     /// (S3 requests, DynamoDB writes, DynamoDB reads) so far.
     pub fn snapshot(&self) -> (u64, u64, u64) {
         use std::sync::atomic::Ordering::SeqCst;

@@ -26,6 +26,7 @@ struct Router {
     inner: HttpClient,
     dynamodb: http::uri::Authority,
     counters: Arc<super::Counters>,
+    slow_puts: Option<std::ops::Range<u64>>,
 }
 
 #[async_trait]
@@ -58,7 +59,15 @@ impl HttpService for Router {
             *req.uri_mut() = uri;
             req.headers_mut().remove(http::header::HOST);
         }
-        self.inner.execute(req).await
+        match &self.slow_puts {
+            Some(delays) if !to_dynamodb && req.method() == http::Method::PUT => {
+                let inner = self.inner.clone();
+                self.counters
+                    .slowed(delays.clone(), async move { inner.execute(req).await })
+                    .await
+            }
+            _ => self.inner.execute(req).await,
+        }
     }
 }
 
@@ -66,6 +75,7 @@ impl HttpService for Router {
 struct RouterConnector {
     dynamodb: http::uri::Authority,
     counters: Arc<super::Counters>,
+    slow_puts: Option<std::ops::Range<u64>>,
 }
 
 impl HttpConnector for RouterConnector {
@@ -74,6 +84,7 @@ impl HttpConnector for RouterConnector {
             inner: ReqwestConnector::default().connect(options)?,
             dynamodb: self.dynamodb.clone(),
             counters: self.counters.clone(),
+            slow_puts: self.slow_puts.clone(),
         }))
     }
 }
@@ -88,10 +99,12 @@ pub fn store(server: S3Server, bucket: &str, table: &str, timeout_ms: u64) -> Am
         timeout_ms,
         &super::dynamodb_url(),
         Arc::default(),
+        None,
     )
 }
 
-/// Like [`store`], sending the DynamoDB requests to `dynamodb_url`.
+/// Like [`store`], sending the DynamoDB requests to `dynamodb_url`, counting requests in
+/// `counters`, and delaying each S3 PUT by a random time from `slow_puts` (ms), if given.
 pub fn store_via(
     server: S3Server,
     bucket: &str,
@@ -99,6 +112,7 @@ pub fn store_via(
     timeout_ms: u64,
     dynamodb_url: &str,
     counters: Arc<super::Counters>,
+    slow_puts: Option<std::ops::Range<u64>>,
 ) -> AmazonS3 {
     let dynamodb: http::Uri = dynamodb_url.parse().unwrap();
     let (key, secret) = server.keys();
@@ -116,6 +130,7 @@ pub fn store_via(
         .with_http_connector(RouterConnector {
             dynamodb: dynamodb.authority().unwrap().clone(),
             counters,
+            slow_puts,
         })
         .build()
         .unwrap()
