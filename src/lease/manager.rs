@@ -500,7 +500,19 @@ impl LeaseManager {
             owner: lease.owner.clone(),
         };
         let sent = Instant::now();
-        let written_at = match self.table.put(&record, &expect).await? {
+        let answer = self.table.put(&record, &expect).await;
+        let round_trip = sent.elapsed();
+        if round_trip > lease.timeout / 3 {
+            // Safe still, but close to the edge: one more slow answer and the holder gives
+            // up its operation. The lease timeout should be far above the table's latency.
+            tracing::warn!(
+                path = %lease.path,
+                ?round_trip,
+                timeout = ?lease.timeout,
+                "lease renewal took over a third of the lease; raise the lease timeout"
+            );
+        }
+        let written_at = match answer? {
             PutOutcome::Written => sent,
             PutOutcome::Conflict(Some(found)) if found.is_written_by(&lease.owner, next) => {
                 first_sent
