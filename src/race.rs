@@ -169,6 +169,24 @@ type Wins = Vec<(u64, Bytes, Duration)>;
 /// Races `writers` (each making `commits_per_writer` commits) on the log at `prefix`, then
 /// reads every version back through `reader` and checks the invariants. `control`, if
 /// given, counts commits as they land and can stop the race.
+///
+/// ```
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::sync::Arc;
+/// use dynacommit::CommitStore;
+/// use dynacommit::lease::{LeaseConfig, LeaseManager, MemoryLeaseTable};
+/// use dynacommit::race::{self, LogWriter, StoreWriter};
+/// use object_store::{ObjectStore, memory::InMemory, path::Path};
+///
+/// let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+/// let leases = LeaseManager::new(Arc::new(MemoryLeaseTable::new()), LeaseConfig::default())?;
+/// let store: Arc<dyn ObjectStore> = Arc::new(CommitStore::new(inner.clone(), leases));
+/// let writers: Vec<Arc<dyn LogWriter>> =
+///     (0..4).map(|_| Arc::new(StoreWriter(store.clone())) as Arc<dyn LogWriter>).collect();
+/// let report = race::run(writers, inner, &Path::from("_log"), 5, None).await?;
+/// assert!(report.is_clean() && report.versions == 20);
+/// # Ok(()) }
+/// ```
 pub async fn run(
     writers: Vec<Arc<dyn LogWriter>>,
     reader: Arc<dyn ObjectStore>,

@@ -18,6 +18,21 @@ use crate::dynamo::{
 /// `attribute_exists(#pk) AND generation = :g` to reclaim), so old writers and ours can
 /// share a table. A conflict answer that lacks the old item (some emulators leave it out)
 /// is followed by a consistent GetItem instead of failing.
+///
+/// ```no_run
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::sync::Arc;
+/// use dynacommit::dynamo::DynamoClientBuilder;
+/// use dynacommit::lease::{DynamoLeaseTable, LeaseConfig, LeaseManager};
+///
+/// let table = DynamoLeaseTable::new(DynamoClientBuilder::from_env().build()?, "lake_leases");
+/// table.ensure_table().await?;
+/// for record in table.list("tbl/_delta_log/").await? {
+///     println!("{} {} generation {}", record.path, record.etag, record.generation);
+/// }
+/// let leases = LeaseManager::new(Arc::new(table), LeaseConfig::new("lake_leases"))?;
+/// # let _ = leases; Ok(()) }
+/// ```
 #[derive(Debug, Clone)]
 pub struct DynamoLeaseTable {
     client: DynamoClient,

@@ -14,6 +14,18 @@ use super::table::{LeaseTable, TableError};
 ///
 /// It coordinates writers of one process only: writers in other processes must share a
 /// [`DynamoLeaseTable`](super::DynamoLeaseTable).
+///
+/// ```
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// use std::sync::Arc;
+/// use dynacommit::lease::{LeaseConfig, LeaseManager, MemoryLeaseTable};
+///
+/// let table = Arc::new(MemoryLeaseTable::new());
+/// let leases = LeaseManager::new(table.clone(), LeaseConfig::default())?;
+/// let lease = leases.try_acquire("a/path", "*", None).await?.expect("nobody holds it");
+/// assert_eq!(table.records()[0].generation, lease.generation());
+/// # Ok(()) }
+/// ```
 #[derive(Debug, Default)]
 pub struct MemoryLeaseTable {
     records: Mutex<BTreeMap<(String, String), LeaseRecord>>,
