@@ -201,20 +201,27 @@ export DYNACOMMIT_TEST_BUCKET=$BUCKET
 ENV
 }
 
-# Runs "$@" with every service up, stopping afterwards only those this call started.
+# Runs "$@" with every service up, stopping afterwards only those this call started: also
+# when the command fails or the run is interrupted (the EXIT trap).
+STARTED=()
+stop_started() {
+	local service
+	for service in "${STARTED[@]}"; do stop_one "$service"; done
+	STARTED=()
+}
+
 run_with_services() {
-	local started=() service
+	local service
+	trap stop_started EXIT
+	trap 'exit 130' INT TERM
 	for service in dynamodb seaweedfs s3rver; do
 		if ! running "$service"; then
+			STARTED+=("$service")
 			"start_$service"
-			started+=("$service")
 		fi
 	done
 	eval "$(print_env)"
-	local status=0
-	"$@" || status=$?
-	for service in "${started[@]}"; do stop_one "$service"; done
-	return "$status"
+	"$@"
 }
 
 main() {
@@ -224,8 +231,6 @@ main() {
 		[[ "${1:-}" == -- ]] && shift
 		(($#)) || die "usage: $0 run -- COMMAND..."
 		mkdir -p "$RUN" "$LOG"
-		# Stop what we started on Ctrl-C or TERM too.
-		trap 'exit 130' INT TERM
 		run_with_services "$@"
 		return
 	fi
