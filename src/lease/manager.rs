@@ -97,6 +97,31 @@ impl Lease {
     pub fn was_taken_over(&self) -> bool {
         self.taken_over
     }
+
+    /// Records that the write of `generation` sent at `sent` made the lease ours.
+    fn won(&mut self, generation: u64, sent: Instant, taken_over: bool) {
+        self.generation = generation;
+        self.written_at = sent;
+        self.taken_over = taken_over;
+    }
+
+    /// The generation after `generation`, or an error at the counter's end.
+    fn after(&self, generation: u64) -> Result<u64, LeaseError> {
+        generation
+            .checked_add(1)
+            .ok_or_else(|| LeaseError::GenerationExhausted {
+                path: self.path.clone(),
+                etag: self.etag.clone(),
+            })
+    }
+
+    /// The condition that the stored record is still this lease, as we last wrote it.
+    fn still_ours(&self) -> Expect {
+        Expect::Owned {
+            generation: self.generation,
+            owner: self.owner.clone(),
+        }
+    }
 }
 
 /// The lease protocol failed.
@@ -272,9 +297,7 @@ impl LeaseManager {
             let sent = Instant::now();
             let found = match self.try_put(&lease, generation, &expect).await? {
                 None => {
-                    lease.generation = generation;
-                    lease.written_at = sent;
-                    lease.taken_over = taken_over;
+                    lease.won(generation, sent, taken_over);
                     break;
                 }
                 Some(found) => found,
@@ -330,15 +353,10 @@ impl LeaseManager {
     fn next_attempt(&self, lease: &Lease, turn: Turn) -> Result<(Expect, u64), LeaseError> {
         Ok(match turn {
             Turn::Fresh => (Expect::Absent, 0),
-            Turn::Reclaim(stale) => {
-                let next = stale.generation.checked_add(1).ok_or_else(|| {
-                    LeaseError::GenerationExhausted {
-                        path: lease.path.clone(),
-                        etag: lease.etag.clone(),
-                    }
-                })?;
-                (Expect::Generation(stale.generation), next)
-            }
+            Turn::Reclaim(stale) => (
+                Expect::Generation(stale.generation),
+                lease.after(stale.generation)?,
+            ),
         })
     }
 
@@ -359,9 +377,7 @@ impl LeaseManager {
             let sent = Instant::now();
             let turn = match self.try_put(&lease, generation, &expect).await? {
                 None => {
-                    lease.generation = generation;
-                    lease.written_at = sent;
-                    lease.taken_over = generation > 0;
+                    lease.won(generation, sent, generation > 0);
                     return Ok(Some(lease));
                 }
                 Some(None) => Turn::Fresh,
@@ -486,19 +502,9 @@ impl LeaseManager {
     /// Renewal, where `first_sent` is when the first of a series of attempts (earlier
     /// ones ambiguous) was sent: if one of those landed, the lease runs from then.
     async fn renew_since(&self, lease: &mut Lease, first_sent: Instant) -> Result<(), LeaseError> {
-        let next =
-            lease
-                .generation
-                .checked_add(1)
-                .ok_or_else(|| LeaseError::GenerationExhausted {
-                    path: lease.path.clone(),
-                    etag: lease.etag.clone(),
-                })?;
+        let next = lease.after(lease.generation)?;
         let record = self.record(lease, next, false);
-        let expect = Expect::Owned {
-            generation: lease.generation,
-            owner: lease.owner.clone(),
-        };
+        let expect = lease.still_ours();
         let sent = Instant::now();
         let answer = self.table.put(&record, &expect).await;
         let round_trip = sent.elapsed();
@@ -543,11 +549,7 @@ impl LeaseManager {
         // generation on; it is still ours (the owner nonce says so) to release.
         for _ in 0..2 {
             let record = self.record(&lease, lease.generation, true);
-            let expect = Expect::Owned {
-                generation: lease.generation,
-                owner: lease.owner.clone(),
-            };
-            match self.table.put(&record, &expect).await? {
+            match self.table.put(&record, &lease.still_ours()).await? {
                 PutOutcome::Written => return Ok(()),
                 PutOutcome::Conflict(Some(found))
                     if found.owner.as_deref() == Some(lease.owner.as_str())
