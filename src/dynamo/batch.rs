@@ -70,16 +70,14 @@ impl DynamoClient {
                 if pending.is_empty() {
                     break;
                 }
-                let delay = retry.backoff(attempts);
-                if attempts >= retry.max_attempts
-                    || started.elapsed().saturating_add(delay) > retry.max_elapsed
-                {
+                let Some(delay) = retry.next_delay(attempts, started) else {
+                    // This chunk's leftovers and every chunk not yet sent.
                     return Err(DynamoError::BatchIncomplete {
-                        unprocessed: writes.len() - done - (chunk.len() - pending.len()),
+                        unprocessed: pending.len() + (writes.len() - done - chunk.len()),
                         total: writes.len(),
                         attempts,
                     });
-                }
+                };
                 tracing::debug!(
                     unprocessed = pending.len(),
                     ?delay,

@@ -118,10 +118,7 @@ impl DynamoClient {
                 Err(e) if !e.is_retryable() => return Err(e),
                 Err(e) => e,
             };
-            let delay = retry.backoff(attempts);
-            if attempts >= retry.max_attempts
-                || started.elapsed().saturating_add(delay) > retry.max_elapsed
-            {
+            let Some(delay) = retry.next_delay(attempts, started) else {
                 tracing::warn!(%error, attempts, "giving up");
                 return Err(DynamoError::RetriesExhausted {
                     operation: op,
@@ -129,7 +126,7 @@ impl DynamoClient {
                     elapsed: started.elapsed(),
                     last: Box::new(error),
                 });
-            }
+            };
             tracing::debug!(%error, ?delay, "retrying");
             tokio::time::sleep(delay).await;
         }

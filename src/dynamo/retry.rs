@@ -68,6 +68,14 @@ impl RetryConfig {
         Ok(())
     }
 
+    /// How long to wait before trying again after `attempts` attempts begun at `started`,
+    /// or `None` once the attempt or time bound says to stop.
+    pub fn next_delay(&self, attempts: u32, started: tokio::time::Instant) -> Option<Duration> {
+        let delay = self.backoff(attempts);
+        let within_time = started.elapsed().saturating_add(delay) <= self.max_elapsed;
+        (attempts < self.max_attempts && within_time).then_some(delay)
+    }
+
     /// The delay before retry number `retry` (1 for the first retry), jittered.
     pub fn backoff(&self, retry: u32) -> Duration {
         let cap = self.backoff_cap(retry);
