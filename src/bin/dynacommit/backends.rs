@@ -71,12 +71,16 @@ impl BackendArgs {
                 .any(|v| env(v).is_some()))
     }
 
-    /// The DynamoDB lease table, when configured.
-    pub fn dynamo_table(&self) -> Result<Option<DynamoLeaseTable>, String> {
+    /// The lease settings `--table` names.
+    pub fn lease_config(&self) -> Result<LeaseConfig, String> {
+        self.table.parse().map_err(|e| format!("--table: {e}"))
+    }
+
+    /// The lease (or lock) table `name` in DynamoDB, when DynamoDB is configured.
+    pub fn dynamo_table(&self, name: &str) -> Result<Option<DynamoLeaseTable>, String> {
         if !self.dynamodb_configured() {
             return Ok(None);
         }
-        let config: LeaseConfig = self.table.parse().map_err(|e| format!("--table: {e}"))?;
         let mut builder = DynamoClientBuilder::from_env();
         if let Some(endpoint) = &self.dynamodb_endpoint {
             builder = builder.with_endpoint(endpoint);
@@ -86,14 +90,23 @@ impl BackendArgs {
             builder = builder.with_region("us-east-1");
         }
         let client = builder.build().map_err(|e| e.to_string())?;
-        Ok(Some(DynamoLeaseTable::new(client, config.table)))
+        Ok(Some(DynamoLeaseTable::new(client, name)))
+    }
+
+    /// The table `name` in DynamoDB, for commands that have nothing to do without one.
+    pub fn require_dynamo_table(&self, name: &str) -> Result<DynamoLeaseTable, String> {
+        self.dynamo_table(name)?.ok_or_else(|| {
+            "no DynamoDB configured: set AWS_ENDPOINT_URL_DYNAMODB (or --dynamodb-endpoint) or \
+             AWS_REGION; the embedded default keeps no table beyond one process"
+                .to_owned()
+        })
     }
 
     /// Resolves everything a command needs.
     pub async fn resolve(&self) -> Result<Backends, String> {
-        let mut config: LeaseConfig = self.table.parse().map_err(|e| format!("--table: {e}"))?;
+        let mut config = self.lease_config()?;
         let (table, table_text, embedded_table): (Arc<dyn LeaseTable>, String, bool) =
-            match self.dynamo_table()? {
+            match self.dynamo_table(&config.table)? {
                 Some(dynamo) => {
                     let text = format!(
                         "DynamoDB table {} at {}",

@@ -3,7 +3,7 @@
 use std::process::ExitCode;
 
 use clap::Subcommand;
-use dynacommit::lease::{DynamoLeaseTable, LeaseRecord};
+use dynacommit::lease::LeaseRecord;
 
 use crate::backends::BackendArgs;
 
@@ -31,14 +31,6 @@ pub enum LeaseCommand {
         #[arg(long)]
         force: bool,
     },
-}
-
-fn table(backends: &BackendArgs) -> Result<DynamoLeaseTable, String> {
-    backends.dynamo_table()?.ok_or_else(|| {
-        "no DynamoDB configured: set AWS_ENDPOINT_URL_DYNAMODB (or --dynamodb-endpoint) or AWS_REGION; \
-         the embedded default keeps no leases beyond one process"
-            .to_owned()
-    })
 }
 
 fn state(r: &LeaseRecord) -> &'static str {
@@ -99,7 +91,7 @@ pub async fn run(
     command: LeaseCommand,
     as_json: bool,
 ) -> Result<ExitCode, String> {
-    let table = table(backends)?;
+    let table = backends.require_dynamo_table(&backends.lease_config()?.table)?;
     let records = match &command {
         LeaseCommand::List { prefix } => table.list(prefix.as_deref().unwrap_or("")).await,
         LeaseCommand::Show { path } | LeaseCommand::Break { path, .. } => {

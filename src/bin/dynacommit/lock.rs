@@ -59,12 +59,8 @@ async fn client(
     if let Some(poll) = backends.poll_ms {
         config.poll_interval = Duration::from_millis(poll);
     }
-    let leases: Arc<dyn LeaseTable> = match backends.dynamo_table()? {
-        Some(dynamo) => {
-            let locks = dynacommit::lease::DynamoLeaseTable::new(
-                dynamo.client().clone(),
-                &table.lock_table,
-            );
+    let leases: Arc<dyn LeaseTable> = match backends.dynamo_table(&table.lock_table)? {
+        Some(locks) => {
             locks.ensure_table().await.map_err(|e| e.to_string())?;
             Arc::new(locks)
         }

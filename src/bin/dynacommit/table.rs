@@ -20,10 +20,7 @@ pub async fn run(
     command: TableCommand,
     json: bool,
 ) -> Result<ExitCode, String> {
-    let table = backends.dynamo_table()?.ok_or(
-        "no DynamoDB configured: set AWS_ENDPOINT_URL_DYNAMODB (or --dynamodb-endpoint) or AWS_REGION; \
-         the embedded default has no table to manage",
-    )?;
+    let table = backends.require_dynamo_table(&backends.lease_config()?.table)?;
     let client = table.client();
     let (action, description) = match command {
         TableCommand::Create => {
