@@ -238,21 +238,12 @@ impl ObjectStore for CommitStore {
         &self,
         location: &Path,
         payload: PutPayload,
-        opts: PutOptions,
+        mut opts: PutOptions,
     ) -> Result<PutResult> {
-        let PutOptions {
-            mode,
-            tags,
-            attributes,
-            extensions,
-        } = opts;
-        let plain = PutOptions {
-            mode: PutMode::Overwrite,
-            tags,
-            attributes,
-            extensions,
-        };
-        let write = || self.inner.put_opts(location, payload, plain);
+        // The inner write is a plain one (the default mode, Overwrite) with every other
+        // option kept; the mode decides what guards it.
+        let mode = std::mem::take(&mut opts.mode);
+        let write = || self.inner.put_opts(location, payload, opts);
         match mode {
             PutMode::Overwrite => write().await,
             PutMode::Create => {
