@@ -119,10 +119,10 @@ pub struct ScriptedStore {
     pub inner: Arc<dyn ObjectStore>,
     /// Added before every put and copy.
     pub delay: Duration,
-    /// Read whole bodies, retrying a body cut short or not matching its ETag. s3rver overwrites objects in place,
-    /// so a GET racing a PUT can return a torn body (`../shared/SERVICES.md`); this is
-    /// the server's gap, not the wrapper's, and object_store's race helper reads while
-    /// others write.
+    /// Read whole bodies, retrying a body cut short or not matching its ETag. s3rver
+    /// overwrites objects in place, so a GET racing a PUT can return a torn body
+    /// (`../shared/SERVICES.md`); this is the server's gap, not the wrapper's, and
+    /// object_store's race helper reads while others write.
     pub retry_torn_reads: bool,
     /// Counts every request, if set.
     pub counters: Option<Arc<super::Counters>>,
@@ -132,14 +132,22 @@ pub struct ScriptedStore {
 }
 
 impl ScriptedStore {
-    /// Puts and copies delayed by `delay`.
-    pub fn slow(inner: Arc<dyn ObjectStore>, delay: Duration) -> Self {
+    /// `inner` unchanged: the base the constructors below change one thing of.
+    fn plain(inner: Arc<dyn ObjectStore>) -> Self {
         Self {
             inner,
-            delay,
+            delay: Duration::ZERO,
             retry_torn_reads: false,
             counters: None,
             slow_puts: None,
+        }
+    }
+
+    /// Puts and copies delayed by `delay`.
+    pub fn slow(inner: Arc<dyn ObjectStore>, delay: Duration) -> Self {
+        Self {
+            delay,
+            ..Self::plain(inner)
         }
     }
 
@@ -151,33 +159,25 @@ impl ScriptedStore {
         counters: Arc<super::Counters>,
     ) -> Self {
         Self {
-            inner,
-            delay: Duration::ZERO,
-            retry_torn_reads: false,
             counters: Some(counters),
             slow_puts: Some(delays),
+            ..Self::plain(inner)
         }
     }
 
     /// Reads retried when s3rver tears them.
     pub fn retrying_torn_reads(inner: Arc<dyn ObjectStore>) -> Self {
         Self {
-            inner,
-            delay: Duration::ZERO,
             retry_torn_reads: true,
-            counters: None,
-            slow_puts: None,
+            ..Self::plain(inner)
         }
     }
 
     /// Every request counted in `counters.s3`.
     pub fn counting(inner: Arc<dyn ObjectStore>, counters: Arc<super::Counters>) -> Self {
         Self {
-            inner,
-            delay: Duration::ZERO,
-            retry_torn_reads: false,
             counters: Some(counters),
-            slow_puts: None,
+            ..Self::plain(inner)
         }
     }
 
