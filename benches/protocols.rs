@@ -13,7 +13,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 use common::Counters;
-use common::faults::ScriptedStore;
+use common::faults::{ScriptedStore, is_whole};
 use common::s3::S3Server;
 use dynacommit::CommitStore;
 use dynacommit::bench::{self, StoreTarget, Target};
@@ -22,7 +22,6 @@ use dynacommit::lease::{
     TableError,
 };
 use dynacommit::race::Percentiles;
-use md5::Digest;
 use object_store::ObjectStore;
 use object_store::aws::{S3ConditionalPut, S3CopyIfNotExists};
 use object_store::path::Path;
@@ -165,15 +164,10 @@ impl Target for WholeReads {
     async fn get(&self, p: &Path) -> Result<Option<(Bytes, String)>, String> {
         for _ in 0..20 {
             match self.0.get(p).await {
-                Ok(Some((body, etag))) => {
-                    let md5: String = md5::Md5::digest(&body)
-                        .iter()
-                        .map(|b| format!("{b:02x}"))
-                        .collect();
-                    if etag.trim_matches('"') == md5 {
-                        return Ok(Some((body, etag)));
-                    }
+                Ok(Some((body, etag))) if is_whole(&body, &etag) => {
+                    return Ok(Some((body, etag)));
                 }
+                Ok(Some(_)) => {}
                 Ok(None) => return Ok(None),
                 Err(_) => {}
             }

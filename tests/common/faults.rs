@@ -207,12 +207,8 @@ impl ScriptedStore {
                 result.extensions.clone(),
             );
             let body = result.bytes().await;
-            // A whole, untorn body has s3rver's ETag: the MD5 of the content.
             let torn = match &body {
-                Ok(body) => {
-                    meta.e_tag.as_deref().map(|t| t.trim_matches('"'))
-                        != Some(hex(&md5::Md5::digest(body)).as_str())
-                }
+                Ok(body) => !is_whole(body, meta.e_tag.as_deref().unwrap_or_default()),
                 Err(_) => true,
             };
             match body {
@@ -322,6 +318,11 @@ impl ObjectStore for ScriptedStore {
     }
 }
 
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|b| format!("{b:02x}")).collect()
+/// Whether `body` is whole by s3rver's ETag, which is the MD5 of the content.
+pub fn is_whole(body: &[u8], etag: &str) -> bool {
+    let md5: String = md5::Md5::digest(body)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect();
+    etag.trim_matches('"') == md5
 }
