@@ -88,9 +88,16 @@ impl LockClient {
         table: Arc<dyn LeaseTable>,
         config: LeaseConfig,
     ) -> Result<Self, crate::lease::ConfigError> {
-        Ok(Self {
-            leases: LeaseManager::new(table, config)?,
-        })
+        Ok(Self::with_leases(LeaseManager::new(table, config)?))
+    }
+
+    /// Locks through `leases` (its table, settings and clock), which are switched to
+    /// [fencing-token records](LeaseManager::for_fencing_tokens): no TTL, and first
+    /// generations from the wall clock, so tokens never repeat or go back.
+    pub fn with_leases(leases: LeaseManager) -> Self {
+        Self {
+            leases: leases.for_fencing_tokens(),
+        }
     }
 
     /// The lease settings.

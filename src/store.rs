@@ -14,7 +14,7 @@ use object_store::{
 };
 use tracing::Instrument;
 
-use crate::lease::{AcquireError, CREATE_ETAG, LeaseError, LeaseManager};
+use crate::lease::{CREATE_ETAG, GuardError, LeaseError, LeaseManager};
 
 /// The name this wrapper gives in `object_store::Error::Generic`.
 const STORE: &str = "dynacommit";
@@ -93,9 +93,9 @@ impl CommitStore {
         &self.leases
     }
 
-    /// The lease protocol around one write: check, lease, re-check if taken over, write
-    /// while renewing, release once the outcome is known.
-    /// `write` is only called once the lease is held.
+    /// One conditional write through the lease protocol
+    /// ([`LeaseManager::run_guarded`], which owns every step's order); `write` is only
+    /// called once the lease is held, and never polled past its usable time.
     async fn guarded<T, C, CF, W, WF>(
         &self,
         path: &Path,
@@ -104,35 +104,21 @@ impl CommitStore {
         write: W,
     ) -> Result<T>
     where
-        C: Fn() -> CF,
+        C: FnMut() -> CF,
         CF: Future<Output = Result<()>>,
         W: FnOnce() -> WF,
         WF: Future<Output = Result<T>>,
     {
         let span = tracing::debug_span!("conditional_write", %path, etag);
         let key = format!("{}{path}", self.lease_prefix);
-        async {
-            check().await?;
-            let mut lease = self
-                .leases
-                .acquire(&key, etag, &check)
-                .await
-                .map_err(|e| match e {
-                    AcquireError::Check(e) => e,
-                    AcquireError::Lease(e) => lease_error(path, e),
-                })?;
-            let outcome = self
-                .leases
-                .run_while_held(&mut lease, write())
-                .await
-                .map_err(|e| lease_error(path, e))?;
-            if has_known_outcome(&outcome) {
-                self.leases.release_in_background(lease);
-            }
-            outcome
-        }
-        .instrument(span)
-        .await
+        self.leases
+            .run_guarded(&key, etag, check, write)
+            .instrument(span)
+            .await
+            .map_err(|e| match e {
+                GuardError::Check(e) | GuardError::Operation(e) => e,
+                GuardError::Lease(e) => lease_error(path, e),
+            })
     }
 
     /// Succeeds if nothing is at `path`.
@@ -176,28 +162,6 @@ impl CommitStore {
             }
             Err(e) => Err(e),
         }
-    }
-}
-
-/// Whether an inner store's answer settles what happened: success, or a failure that
-/// means nothing was written. A timeout or a 5xx (`Generic`) may still land later, so its
-/// lease must stay until it expires.
-fn has_known_outcome<T>(outcome: &Result<T>) -> bool {
-    use object_store::Error as E;
-    match outcome {
-        Ok(_) => true,
-        Err(
-            E::NotFound { .. }
-            | E::AlreadyExists { .. }
-            | E::Precondition { .. }
-            | E::NotModified { .. }
-            | E::InvalidPath { .. }
-            | E::NotSupported { .. }
-            | E::NotImplemented { .. }
-            | E::PermissionDenied { .. }
-            | E::Unauthenticated { .. },
-        ) => true,
-        Err(_) => false,
     }
 }
 

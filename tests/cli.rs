@@ -238,8 +238,15 @@ async fn lease_list_show_and_break_on_dynamodb_local() {
         &env,
     );
     assert!(broken.status.success());
-    assert!(text(&broken.stdout).contains("1 of 1 records deleted"));
-    let after = dynacommit(&["lease", "list", "--table", &table, "--json"], &env);
+    assert!(text(&broken.stdout).contains("1 of 1 records released"));
+    // Broken leases are released at the next generation, not deleted: generations (lock
+    // fencing tokens) never go back.
+    let after = dynacommit(
+        &["lease", "show", "logs/a.json", "--table", &table, "--json"],
+        &env,
+    );
     let records: serde_json::Value = serde_json::from_slice(&after.stdout).unwrap();
-    assert_eq!(records.as_array().unwrap().len(), 2);
+    let broken = &records.as_array().unwrap()[0];
+    assert_eq!(broken["released"], true, "{broken}");
+    assert_eq!(broken["generation"], 1, "{broken}");
 }

@@ -19,7 +19,9 @@ pub const DEFAULT_TABLE: &str = "dynacommit_leases";
 /// `timeout * max_clock_skew_rate` on its own monotonic clock, and a holder gives up its
 /// operation when it cannot renew within `timeout` on its own clock; so as long as no
 /// clock runs more than `max_clock_skew_rate` times faster than another, the holder has
-/// always given up before anyone reclaims. Wall clocks are never compared.
+/// always given up before anyone reclaims. Deadlines and waits use monotonic clocks only;
+/// the wall clock sets record lifetimes (`ttl`, for DynamoDB's clean-up) and the first
+/// generation of lock records. `docs/protocol.md` lists what each assumes.
 ///
 /// Parse `table[:timeout_ms]` (object_store 0.12's `dynamo:` syntax, without the prefix):
 ///
@@ -230,6 +232,13 @@ impl FromStr for LeaseConfig {
         config.validate()?;
         Ok(config)
     }
+}
+
+/// The part of a lease a holder never uses: a tenth of it. No guarded request starts
+/// later than `deadline - margin` on the holder's clock, which leaves the margin for the
+/// time between deciding to send and the request leaving the process.
+pub(crate) fn safety_margin(timeout: Duration) -> Duration {
+    timeout / 10
 }
 
 /// `timeout * rate`, saturating instead of overflowing on absurd record values.

@@ -7,9 +7,12 @@ use async_trait::async_trait;
 use super::record::{Expect, LeaseRecord, PutOutcome};
 use super::table::{LeaseTable, TableError};
 use crate::dynamo::{
-    AttributeValue, DeleteItem, DynamoClient, DynamoError, EnsureReport, GetItem, Item, PutItem,
-    Query, Scan, TableSpec,
+    AttributeValue, DynamoClient, DynamoError, EnsureReport, GetItem, Item, PutItem, Query, Scan,
+    TableSpec,
 };
+
+/// The owner written into a record released by [`DynamoLeaseTable::break_lease`].
+pub const BROKEN_BY_OPERATOR: &str = "broken-by-operator";
 
 /// Lease records in a DynamoDB table of the schema [`TableSpec::commit_leases`].
 ///
@@ -100,18 +103,33 @@ impl DynamoLeaseTable {
             .collect()
     }
 
-    /// Deletes `record` if it still stands at the same generation: for operators removing
-    /// a lease whose holder is known dead. Dangerous otherwise: a live holder loses its
-    /// lease without knowing, and another writer can commit over it. `Ok(false)` if the
-    /// record changed or went since it was read.
+    /// Marks `record` released at the next generation if it still stands exactly as read:
+    /// for operators clearing a lease whose holder is known dead. The next writer takes it
+    /// at once (object_store 0.12.5 writers, which ignore the flag, after `timeout x skew`).
+    /// Dangerous otherwise: a live holder loses its lease without knowing, and another
+    /// writer can commit over it.
+    ///
+    /// The record is rewritten, not deleted, so its generation never goes back: lock
+    /// fencing tokens keep increasing across a break. `Ok(false)` if the record changed or
+    /// went since it was read.
     pub async fn break_lease(&self, record: &LeaseRecord) -> Result<bool, TableError> {
-        let delete = DeleteItem::new(&self.table, Self::key(&record.path, &record.etag))
-            .condition("generation = :g")
-            .value(":g", record.generation);
-        match self.client.delete_item(&delete).await {
-            Ok(_) => Ok(true),
-            Err(e) if e.is_condition_failure() => Ok(false),
-            Err(e) => Err(e.into()),
+        let Some(next) = record.generation.checked_add(1) else {
+            return Err(TableError::Malformed {
+                path: record.path.clone(),
+                etag: record.etag.clone(),
+                problem: "generation is at u64::MAX; delete the record instead".into(),
+            });
+        };
+        let broken = LeaseRecord {
+            generation: next,
+            owner: Some(BROKEN_BY_OPERATOR.to_owned()),
+            value: None,
+            released: true,
+            ..record.clone()
+        };
+        match self.put(&broken, &record.unchanged()).await? {
+            PutOutcome::Written => Ok(true),
+            PutOutcome::Conflict(_) => Ok(false),
         }
     }
 
@@ -134,8 +152,10 @@ pub(crate) fn to_item(record: &LeaseRecord) -> Item {
             AttributeValue::from(record.generation),
         ),
         ("timeout".to_owned(), AttributeValue::from(timeout_ms)),
-        ("ttl".to_owned(), AttributeValue::from(record.ttl)),
     ]);
+    if let Some(ttl) = record.ttl {
+        item.insert("ttl".to_owned(), AttributeValue::from(ttl));
+    }
     if let Some(owner) = &record.owner {
         item.insert("owner".to_owned(), AttributeValue::from(owner.as_str()));
     }
@@ -171,11 +191,9 @@ pub(crate) fn from_item(item: &Item) -> Result<LeaseRecord, TableError> {
     Ok(LeaseRecord {
         generation: number("generation")?,
         timeout: Duration::from_millis(number("timeout")?),
-        // TTL only matters to DynamoDB's cleanup: tolerate records without one.
-        ttl: item
-            .get("ttl")
-            .and_then(AttributeValue::as_i64)
-            .unwrap_or(0),
+        // Lock records carry none; a `ttl` that is not a number is DynamoDB's business
+        // (it ignores it), and reclaim conditions compare what was read.
+        ttl: item.get("ttl").and_then(AttributeValue::as_i64),
         owner: text("owner").map(str::to_owned),
         value: text("value").map(str::to_owned),
         released: item
@@ -196,6 +214,33 @@ fn conditional_put(table: &str, record: &LeaseRecord, expect: &Expect) -> PutIte
         Expect::Generation(g) => put
             .condition("attribute_exists(#pk) AND generation = :g")
             .value(":g", *g),
+        Expect::Unchanged {
+            generation,
+            owner,
+            ttl,
+        } => {
+            let mut put = put
+                .name("#owner", "owner")
+                .name("#ttl", "ttl")
+                .value(":g", *generation);
+            let owner_cond = match owner {
+                Some(owner) => {
+                    put = put.value(":owner", owner.as_str());
+                    "#owner = :owner"
+                }
+                None => "attribute_not_exists(#owner)",
+            };
+            let ttl_cond = match ttl {
+                Some(ttl) => {
+                    put = put.value(":ttl", *ttl);
+                    "#ttl = :ttl"
+                }
+                None => "attribute_not_exists(#ttl)",
+            };
+            put.condition(format!(
+                "attribute_exists(#pk) AND generation = :g AND {owner_cond} AND {ttl_cond}"
+            ))
+        }
         Expect::Owned { generation, owner } => put
             .condition("attribute_exists(#pk) AND generation = :g AND #owner = :owner")
             .name("#owner", "owner")
@@ -246,7 +291,7 @@ mod tests {
             etag: "*".into(),
             generation: 4,
             timeout: Duration::from_millis(20_000),
-            ttl: 1_800_000_000,
+            ttl: Some(1_800_000_000),
             owner: Some("n0nce".into()),
             value: Some("10.0.0.7:8200".into()),
             released: true,

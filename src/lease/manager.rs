@@ -1,17 +1,25 @@
-//! The lease protocol: acquire (waiting out or reclaiming others' leases), renew while an
-//! operation runs, release when its outcome is known.
+//! The lease protocol: acquire (waiting out or reclaiming others' leases), run an operation
+//! while the lease is renewed and fenced by its deadline, release when the outcome is known.
 
 use std::future::Future;
-use std::sync::Arc;
+use std::pin::pin;
+use std::sync::{Arc, Mutex};
+use std::task::Poll;
 use std::time::Duration;
 
 use tokio::time::Instant;
 
-use super::config::{LeaseConfig, stale_after};
+use super::clock::{Clock, SystemClock};
+use super::config::{LeaseConfig, safety_margin, stale_after};
+use super::planted::{Planted, PlantedBug};
 use super::record::{Expect, LeaseRecord, PutOutcome};
 use super::table::{LeaseTable, TableError};
 
 /// Runs the lease protocol against one [`LeaseTable`]. Cheap to clone.
+///
+/// [`run_guarded`](Self::run_guarded) is the whole protocol around one operation (check,
+/// lease, re-check, operate, release); the other methods are its pieces, for callers
+/// (such as the leader lock) that hold a lease for longer than one operation.
 ///
 /// ```
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -20,17 +28,24 @@ use super::table::{LeaseTable, TableError};
 ///
 /// let leases = LeaseManager::new(Arc::new(MemoryLeaseTable::new()), LeaseConfig::default())?;
 /// // Nothing to check before taking this lease: the check always passes.
-/// let mut lease = leases
-///     .acquire("log/00000.json", "*", || async { Ok::<(), std::convert::Infallible>(()) })
+/// let written = leases
+///     .run_guarded(
+///         "log/00000.json",
+///         "*",
+///         || async { Ok::<(), std::io::Error>(()) },
+///         || async { Ok::<_, std::io::Error>("the guarded write") },
+///     )
 ///     .await?;
-/// let written = leases.run_while_held(&mut lease, async { "the guarded write" }).await?;
-/// leases.release(lease).await?;
 /// # let _ = written; Ok(()) }
 /// ```
 #[derive(Clone)]
 pub struct LeaseManager {
     table: Arc<dyn LeaseTable>,
     config: Arc<LeaseConfig>,
+    clock: Arc<dyn Clock>,
+    /// Records for fencing tokens: no TTL, and first generations from the wall clock.
+    fencing: bool,
+    planted: Planted,
 }
 
 impl std::fmt::Debug for LeaseManager {
@@ -38,6 +53,7 @@ impl std::fmt::Debug for LeaseManager {
         f.debug_struct("LeaseManager")
             .field("table", &self.table.describe())
             .field("config", &self.config)
+            .field("fencing", &self.fencing)
             .finish()
     }
 }
@@ -52,8 +68,9 @@ pub struct Lease {
     /// What the holder advertises in the record (a lock holder's address, say).
     value: Option<String>,
     timeout: Duration,
-    /// When the write that gave us the current generation was sent: the lease is ours
-    /// for `timeout` from then, on our clock.
+    /// When the write that gave us the current generation was sent (or, when that is not
+    /// known exactly, an earlier instant): the lease is ours for `timeout` from then, on
+    /// our clock.
     written_at: Instant,
     /// Whether it was taken over from another holder (expired or released) rather than
     /// created fresh at the first try: the guarded state may have changed since it was
@@ -88,9 +105,16 @@ impl Lease {
         self.value.as_deref()
     }
 
-    /// When the lease runs out on this process's monotonic clock, unless renewed.
+    /// When the lease runs out on the manager's clock, unless renewed.
     pub fn deadline(&self) -> Instant {
         self.written_at + self.timeout
+    }
+
+    /// The last instant at which a guarded request may be started or carried on: the
+    /// deadline less a safety margin of a tenth of the lease (the time between deciding to
+    /// send and the request leaving the process).
+    pub fn usable_until(&self) -> Instant {
+        self.deadline() - safety_margin(self.timeout)
     }
 
     /// Whether the lease was taken over from an expired or released holder.
@@ -121,6 +145,12 @@ impl Lease {
             generation: self.generation,
             owner: self.owner.clone(),
         }
+    }
+
+    /// Whether `record` was written by this acquisition (any of its attempts, or a renewal)
+    /// and is not released.
+    fn is_ours(&self, record: &LeaseRecord) -> bool {
+        record.owner.as_deref() == Some(self.owner.as_str()) && !record.released
     }
 }
 
@@ -179,12 +209,39 @@ pub enum AcquireError<E> {
     Lease(#[from] LeaseError),
 }
 
+/// [`LeaseManager::run_guarded`] failed.
+#[derive(Debug, thiserror::Error)]
+pub enum GuardError<E> {
+    /// The precondition failed, before or under the lease: nothing was sent.
+    #[error(transparent)]
+    Check(E),
+    /// The operation failed. It may still land (an earlier attempt of a retried request),
+    /// so its lease was kept until it expires.
+    #[error(transparent)]
+    Operation(E),
+    /// The lease protocol failed; if the operation had started, it was abandoned.
+    #[error(transparent)]
+    Lease(#[from] LeaseError),
+}
+
 /// What a waiter does next.
 enum Turn {
     /// Reclaim this record (expired or released).
     Reclaim(LeaseRecord),
     /// The record is gone: start afresh.
     Fresh,
+    /// The record is our own: a write whose answer we lost has landed.
+    Ours(LeaseRecord),
+}
+
+/// The answer to one acquisition attempt.
+enum Attempt {
+    /// Written by this attempt, answered directly.
+    Won,
+    /// Found to be ours: this or an earlier attempt landed though its answer was lost.
+    Ours(LeaseRecord),
+    /// Held by another (or gone, `None`).
+    Held(Option<LeaseRecord>),
 }
 
 impl LeaseManager {
@@ -197,7 +254,39 @@ impl LeaseManager {
         Ok(Self {
             table,
             config: Arc::new(config),
+            clock: Arc::new(SystemClock),
+            fencing: false,
+            planted: Planted::default(),
         })
+    }
+
+    /// Reads time from `clock` instead of the system's (a simulation gives every writer a
+    /// clock of its own).
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Writes records whose generations are fencing tokens (the leader lock's): they carry
+    /// no TTL, so DynamoDB never deletes them, and a first acquisition (no record) starts
+    /// at the wall clock's microseconds since the epoch instead of 0, so a record deleted
+    /// by hand is followed by larger generations still (each generation step is a round
+    /// trip, far slower than a microsecond; see `docs/lock.md`).
+    pub fn for_fencing_tokens(mut self) -> Self {
+        self.fencing = true;
+        self
+    }
+
+    /// Takes out one of the safety fixes again, so a test can show the simulator
+    /// catching its absence. Never for production use.
+    #[cfg(feature = "planted-bugs")]
+    pub fn with_planted_bug(mut self, bug: super::PlantedBug) -> Self {
+        self.planted = self.planted.with(bug);
+        self
+    }
+
+    fn planted(&self, bug: PlantedBug) -> bool {
+        self.planted.has(bug)
     }
 
     /// The settings.
@@ -210,23 +299,39 @@ impl LeaseManager {
         &self.table
     }
 
+    /// The clock.
+    pub fn clock(&self) -> &Arc<dyn Clock> {
+        &self.clock
+    }
+
     /// The record `lease` is stored as at `generation`.
     fn record(&self, lease: &Lease, generation: u64, released: bool) -> LeaseRecord {
-        let ttl = chrono::Utc::now()
-            + chrono::Duration::from_std(self.config.ttl).unwrap_or(chrono::Duration::MAX);
+        let ttl = (!self.fencing).then(|| {
+            let expires = self.clock.unix_time().saturating_add(self.config.ttl);
+            i64::try_from(expires.as_secs()).unwrap_or(i64::MAX)
+        });
         LeaseRecord {
             path: lease.path.clone(),
             etag: lease.etag.clone(),
             generation,
             timeout: lease.timeout,
-            ttl: ttl.timestamp(),
+            ttl,
             owner: Some(lease.owner.clone()),
             value: lease.value.clone(),
             released,
         }
     }
 
-    /// A lease on (path, etag) not yet won: a fresh owner nonce, generation 0.
+    /// The generation a first acquisition (no record) writes.
+    fn first_generation(&self) -> u64 {
+        if self.fencing && !self.planted(PlantedBug::TokensFromZero) {
+            u64::try_from(self.clock.unix_time().as_micros()).unwrap_or(u64::MAX / 2)
+        } else {
+            0
+        }
+    }
+
+    /// A lease on (path, etag) not yet won: a fresh owner nonce.
     fn unwon(&self, path: &str, etag: &str, value: Option<&str>) -> Lease {
         Lease {
             path: path.to_owned(),
@@ -235,8 +340,75 @@ impl LeaseManager {
             owner: new_owner(),
             value: value.map(str::to_owned),
             timeout: self.config.timeout,
-            written_at: Instant::now(),
+            written_at: self.clock.now(),
             taken_over: false,
+        }
+    }
+
+    /// The whole protocol around one operation on (path, etag): `check` the precondition,
+    /// take the lease (waiting out other holders, re-running `check` on every poll), run
+    /// `check` again if the lease was taken over from another holder, then `operation`;
+    /// the re-check and the operation run while the lease is renewed and are never polled
+    /// past its [usable](Lease::usable_until) time. The lease is released once the
+    /// operation succeeded, or the precondition failed under it (nothing sent); after a
+    /// failed operation it is kept until it expires, since an earlier attempt of a retried
+    /// request may still land.
+    ///
+    /// This is the one place that orders the steps: every guarantee of `docs/protocol.md`
+    /// about data requests rests on it.
+    pub async fn run_guarded<T, E, C, CF, W, WF>(
+        &self,
+        path: &str,
+        etag: &str,
+        mut check: C,
+        operation: W,
+    ) -> Result<T, GuardError<E>>
+    where
+        C: FnMut() -> CF,
+        CF: Future<Output = Result<(), E>>,
+        W: FnOnce() -> WF,
+        WF: Future<Output = Result<T, E>>,
+    {
+        check().await.map_err(GuardError::Check)?;
+        let mut lease = self
+            .acquire(path, etag, &mut check)
+            .await
+            .map_err(|e| match e {
+                AcquireError::Check(e) => GuardError::Check(e),
+                AcquireError::Lease(e) => GuardError::Lease(e),
+            })?;
+        let recheck = lease.was_taken_over();
+        let unfenced = self.planted(PlantedBug::WriteAfterDeadline);
+        if recheck
+            && unfenced
+            && let Err(e) = check().await
+        {
+            self.release_in_background(lease);
+            return Err(GuardError::Check(e));
+        }
+        let guarded = async {
+            if recheck && !unfenced {
+                check().await.map_err(GuardError::Check)?;
+            }
+            operation().await.map_err(GuardError::Operation)
+        };
+        match self.run_while_held(&mut lease, guarded).await {
+            Ok(Ok(out)) => {
+                self.release_in_background(lease);
+                Ok(out)
+            }
+            Ok(Err(GuardError::Operation(e))) => {
+                if self.planted(PlantedBug::ReleaseAfterFailedWrite) {
+                    self.release_in_background(lease);
+                }
+                Err(GuardError::Operation(e))
+            }
+            Ok(Err(e)) => {
+                // The precondition failed under the lease: nothing was sent.
+                self.release_in_background(lease);
+                Err(e)
+            }
+            Err(lost) => Err(GuardError::Lease(lost)),
         }
     }
 
@@ -244,9 +416,11 @@ impl LeaseManager {
     ///
     /// `check` is the operation's precondition (for a create: the object is absent). It
     /// runs on every poll while waiting, so a waiter learns at once that the holder's
-    /// write has made its own pointless; and once more after taking the lease over from
-    /// another holder, whose write may have landed since the caller's first check. Its
-    /// error ends the wait. The caller checks once before calling.
+    /// write has made its own pointless; its error ends the wait. It is not run again once
+    /// the lease is won: if the lease [was taken over](Lease::was_taken_over), the
+    /// holder's write may have landed since, and the caller must re-check under
+    /// [`run_while_held`](Self::run_while_held), as [`run_guarded`](Self::run_guarded)
+    /// does.
     ///
     /// The future may be dropped at any point; at worst a lease it wrote stays until it
     /// expires.
@@ -290,59 +464,66 @@ impl LeaseManager {
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<(), E>>,
     {
+        // Every attempt of this acquisition is sent after this instant: a lease recognised
+        // as ours without a direct answer runs from here (conservatively early).
+        let started = self.clock.now();
         let mut expect = Expect::Absent;
-        let mut generation = 0;
+        let mut generation = self.first_generation();
         let mut taken_over = false;
         loop {
-            let sent = Instant::now();
+            let sent = self.clock.now();
             let found = match self.try_put(&lease, generation, &expect).await? {
-                None => {
+                Attempt::Won => {
                     lease.won(generation, sent, taken_over);
-                    break;
+                    return Ok(lease);
                 }
-                Some(found) => found,
+                Attempt::Ours(record) => {
+                    lease.won(record.generation, started, taken_over);
+                    return Ok(lease);
+                }
+                Attempt::Held(found) => found,
             };
             taken_over = true;
             let turn = match found {
-                Some(found) => self.wait_for_turn(found, &mut check).await?,
+                Some(found) => self.wait_for_turn(&lease, found, &mut check).await?,
                 None => Turn::Fresh,
             };
+            if let Turn::Ours(record) = &turn {
+                tracing::debug!(path = %lease.path, generation = record.generation, "a lost write of ours landed while waiting");
+                lease.won(record.generation, started, taken_over);
+                return Ok(lease);
+            }
             (expect, generation) = self.next_attempt(&lease, turn)?;
         }
-        if lease.taken_over
-            && let Err(e) = check().await
-        {
-            // Nothing was written under this lease: hand it straight back.
-            self.release_quietly(lease).await;
-            return Err(AcquireError::Check(e));
-        }
-        Ok(lease)
     }
 
-    /// One attempt at writing `lease` at `generation`: `None` if it is ours now (written,
-    /// or found written by an earlier attempt whose answer was lost), else the record that
-    /// stands (`Some(None)` when there is none).
+    /// One attempt at writing `lease` at `generation`.
     async fn try_put(
         &self,
         lease: &Lease,
         generation: u64,
         expect: &Expect,
-    ) -> Result<Option<Option<LeaseRecord>>, LeaseError> {
+    ) -> Result<Attempt, LeaseError> {
         let record = self.record(lease, generation, false);
-        Ok(match self.table.put(&record, expect).await {
-            Ok(PutOutcome::Written) => None,
-            Ok(PutOutcome::Conflict(Some(found)))
-                if found.is_written_by(&lease.owner, generation) =>
-            {
-                tracing::debug!(path = %lease.path, generation, "recognised our own lease");
-                None
+        let ours = |found: &LeaseRecord| {
+            if self.planted(PlantedBug::NoSelfRecognitionWhileWaiting) {
+                found.is_written_by(&lease.owner, generation)
+            } else {
+                lease.is_ours(found)
             }
-            Ok(PutOutcome::Conflict(found)) => Some(found),
+        };
+        Ok(match self.table.put(&record, expect).await {
+            Ok(PutOutcome::Written) => Attempt::Won,
+            Ok(PutOutcome::Conflict(Some(found))) if ours(&found) => {
+                tracing::debug!(path = %lease.path, generation, "recognised our own lease");
+                Attempt::Ours(found)
+            }
+            Ok(PutOutcome::Conflict(found)) => Attempt::Held(found),
             Err(e) if e.is_ambiguous() => {
                 // The write may have landed: look before deciding.
                 match self.table.get(&lease.path, &lease.etag).await? {
-                    Some(found) if found.is_written_by(&lease.owner, generation) => None,
-                    other => Some(other),
+                    Some(found) if ours(&found) => Attempt::Ours(found),
+                    other => Attempt::Held(other),
                 }
             }
             Err(e) => return Err(e.into()),
@@ -352,11 +533,15 @@ impl LeaseManager {
     /// The condition and generation of the attempt that follows `turn`.
     fn next_attempt(&self, lease: &Lease, turn: Turn) -> Result<(Expect, u64), LeaseError> {
         Ok(match turn {
-            Turn::Fresh => (Expect::Absent, 0),
-            Turn::Reclaim(stale) => (
-                Expect::Generation(stale.generation),
-                lease.after(stale.generation)?,
-            ),
+            Turn::Fresh => (Expect::Absent, self.first_generation()),
+            Turn::Reclaim(stale) | Turn::Ours(stale) => {
+                let expect = if self.planted(PlantedBug::ReclaimOnGenerationAlone) {
+                    Expect::Generation(stale.generation)
+                } else {
+                    stale.unchanged()
+                };
+                (expect, lease.after(stale.generation)?)
+            }
         })
     }
 
@@ -370,19 +555,24 @@ impl LeaseManager {
         value: Option<&str>,
     ) -> Result<Option<Lease>, LeaseError> {
         let mut lease = self.unwon(path, etag, value);
+        let started = self.clock.now();
         let mut expect = Expect::Absent;
-        let mut generation = 0;
+        let mut generation = self.first_generation();
         // At most: absent (gone meanwhile), then released; each step at most once.
         for _ in 0..3 {
-            let sent = Instant::now();
+            let sent = self.clock.now();
             let turn = match self.try_put(&lease, generation, &expect).await? {
-                None => {
-                    lease.won(generation, sent, generation > 0);
+                Attempt::Won => {
+                    lease.won(generation, sent, !matches!(expect, Expect::Absent));
                     return Ok(Some(lease));
                 }
-                Some(None) => Turn::Fresh,
-                Some(Some(found)) if found.released => Turn::Reclaim(found),
-                Some(Some(_)) => return Ok(None),
+                Attempt::Ours(record) => {
+                    lease.won(record.generation, started, true);
+                    return Ok(Some(lease));
+                }
+                Attempt::Held(None) => Turn::Fresh,
+                Attempt::Held(Some(found)) if found.released => Turn::Reclaim(found),
+                Attempt::Held(Some(_)) => return Ok(None),
             };
             (expect, generation) = self.next_attempt(&lease, turn)?;
         }
@@ -390,9 +580,11 @@ impl LeaseManager {
     }
 
     /// Waits until `seen` is released, has stood unchanged for its timeout x skew rate,
-    /// or is gone; polling the caller's check and the record meanwhile.
+    /// is gone, or turns out to be our own; polling the caller's check and the record
+    /// meanwhile.
     async fn wait_for_turn<E, F, Fut>(
         &self,
+        lease: &Lease,
         mut seen: LeaseRecord,
         check: &mut F,
     ) -> Result<Turn, AcquireError<E>>
@@ -400,44 +592,67 @@ impl LeaseManager {
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<(), E>>,
     {
-        let mut seen_at = Instant::now();
+        // The timer starts when the record has arrived: later than it was written, so the
+        // holder's deadline (from before it was written) always passes first.
+        let mut seen_at = self.clock.now();
         // Most holds are a commit's few milliseconds: look again soon, then back off to
         // the poll interval, so short holds cost little waiting and long ones little load.
         let mut pause = (self.config.poll_interval / 16).max(Duration::from_millis(1));
+        let rate = if self.planted(PlantedBug::ReclaimAfterOneTimeout) {
+            1
+        } else {
+            self.config.max_clock_skew_rate
+        };
         loop {
             if seen.released {
                 return Ok(Turn::Reclaim(seen));
             }
-            let stale = stale_after(seen.timeout, self.config.max_clock_skew_rate);
-            let waited = seen_at.elapsed();
+            let stale = stale_after(seen.timeout, rate);
+            let waited = self.clock.now().saturating_duration_since(seen_at);
             if waited >= stale {
                 tracing::debug!(path = %seen.path, generation = seen.generation, ?waited, "reclaiming a stale lease");
                 return Ok(Turn::Reclaim(seen));
             }
-            tokio::time::sleep(pause.min(stale - waited)).await;
+            self.clock.sleep(pause.min(stale - waited)).await;
             pause = (pause * 2).min(self.config.poll_interval);
             check().await.map_err(AcquireError::Check)?;
             match self.table.get(&seen.path, &seen.etag).await {
                 Ok(None) => return Ok(Turn::Fresh),
+                Ok(Some(now))
+                    if lease.is_ours(&now)
+                        && !self.planted(PlantedBug::NoSelfRecognitionWhileWaiting) =>
+                {
+                    return Ok(Turn::Ours(now));
+                }
                 Ok(Some(now)) => {
-                    if (now.generation, &now.owner, now.released)
-                        != (seen.generation, &seen.owner, seen.released)
-                    {
-                        // Renewed, reclaimed or released: the clock starts again.
+                    let changed = if self.planted(PlantedBug::ReclaimOnGenerationAlone) {
+                        (now.generation, now.released) != (seen.generation, seen.released)
+                    } else {
+                        now != seen
+                    };
+                    if changed {
+                        // Renewed, reclaimed, released, or deleted and written afresh:
+                        // the clock starts again.
                         seen = now;
-                        seen_at = Instant::now();
+                        seen_at = self.clock.now();
                     }
                 }
-                // A failed read only delays noticing a change; the timer stays sound.
+                // A failed read only delays noticing a change: the timer stays sound, and
+                // the reclaim is conditional on the record being exactly as seen.
                 Err(e) => tracing::debug!(error = %e, "lease read failed while waiting"),
             }
         }
     }
 
-    /// Runs `op` while keeping `lease` renewed, and returns its output. If renewal cannot
-    /// be confirmed before the lease's local deadline, or another writer holds the lease,
-    /// `op` is dropped and [`LeaseError::Lost`] returned, before any waiter could reclaim
-    /// (for clock rates within the skew rate).
+    /// Runs `op` while keeping `lease` renewed, and returns its output.
+    ///
+    /// `op` is polled only while the lease is [usable](Lease::usable_until), so no request
+    /// it makes can start after the lease runs out: if the lease is already past that
+    /// point (a slow acquisition answer, a slow step before this one), it is first won
+    /// back with a renewal, which applies only if nobody took the record meanwhile. If
+    /// renewal cannot be confirmed in time, or another writer holds the lease, `op` is
+    /// dropped and [`LeaseError::Lost`] returned, before any waiter could reclaim (for
+    /// clock rates within the skew rate).
     ///
     /// `op` is never dropped merely for running long: a slow write keeps its lease for as
     /// long as it runs, so a late write cannot land on top of another writer's.
@@ -446,34 +661,80 @@ impl LeaseManager {
         lease: &mut Lease,
         op: impl Future<Output = T>,
     ) -> Result<T, LeaseError> {
-        let op = std::pin::pin!(op);
-        let renewal = std::pin::pin!(self.keep_renewed(lease));
-        tokio::select! {
-            biased;
-            out = op => Ok(out),
-            lost = renewal => Err(lost),
+        let unfenced = self.planted(PlantedBug::WriteAfterDeadline);
+        if !unfenced && self.clock.now() >= lease.usable_until() {
+            self.renew(lease).await?;
+            if self.clock.now() >= lease.usable_until() {
+                return Err(LeaseError::lost(
+                    lease,
+                    "the lease ran out before the operation could start, and its renewal was \
+                     answered too late to start it; nothing was sent",
+                ));
+            }
+        }
+        // The usable time, moved on by each confirmed renewal and read by the fence.
+        let usable = Mutex::new(lease.usable_until());
+        let outcome = {
+            let mut op = pin!(op);
+            let fenced = std::future::poll_fn(|cx| {
+                if !unfenced && self.clock.now() >= *lock(&usable) {
+                    return Poll::Ready(None);
+                }
+                op.as_mut().poll(cx).map(Some)
+            });
+            let renewal = pin!(self.keep_renewed(lease, &usable));
+            if unfenced {
+                tokio::select! {
+                    biased;
+                    out = fenced => Ok(out),
+                    lost = renewal => Err(lost),
+                }
+            } else {
+                tokio::select! {
+                    biased;
+                    lost = renewal => Err(lost),
+                    out = fenced => Ok(out),
+                }
+            }
+        };
+        match outcome {
+            Ok(Some(out)) => Ok(out),
+            Ok(None) => Err(LeaseError::lost(
+                lease,
+                "renewal not confirmed before the lease deadline",
+            )),
+            Err(lost) => Err(lost),
         }
     }
 
-    /// Renews `lease` every renew interval, forever; returns only when it is lost.
-    async fn keep_renewed(&self, lease: &mut Lease) -> LeaseError {
+    /// Renews `lease` every renew interval, forever, publishing each new usable time in
+    /// `usable`; returns only when the lease is lost.
+    async fn keep_renewed(&self, lease: &mut Lease, usable: &Mutex<Instant>) -> LeaseError {
         loop {
-            tokio::time::sleep_until(lease.written_at + self.config.renew_interval()).await;
-            let first_sent = Instant::now();
+            self.clock
+                .sleep_until(lease.written_at + self.config.renew_interval())
+                .await;
+            let first_sent = self.clock.now();
             loop {
-                let deadline = lease.deadline();
-                match tokio::time::timeout_at(deadline, self.renew_since(lease, first_sent)).await {
-                    Ok(Ok(())) => break,
-                    Ok(Err(
-                        e @ (LeaseError::Lost { .. } | LeaseError::GenerationExhausted { .. }),
-                    )) => {
-                        return e;
+                let until = lease.usable_until();
+                let attempt = tokio::select! {
+                    biased;
+                    renewed = self.renew_since(lease, first_sent) => Some(renewed),
+                    () = self.clock.sleep_until(until) => None,
+                };
+                match attempt {
+                    Some(Ok(())) => {
+                        *lock(usable) = lease.usable_until();
+                        break;
                     }
-                    Ok(Err(e)) => {
+                    Some(Err(
+                        e @ (LeaseError::Lost { .. } | LeaseError::GenerationExhausted { .. }),
+                    )) => return e,
+                    Some(Err(e)) => {
                         tracing::warn!(path = %lease.path, error = %e, "lease renewal failed; retrying until the deadline");
                         let pause = self.config.poll_interval;
-                        if Instant::now() + pause >= deadline {
-                            tokio::time::sleep_until(deadline).await;
+                        if self.clock.now() + pause >= until {
+                            self.clock.sleep_until(until).await;
                             return LeaseError::lost(
                                 lease,
                                 format!(
@@ -481,9 +742,9 @@ impl LeaseManager {
                                 ),
                             );
                         }
-                        tokio::time::sleep(pause).await;
+                        self.clock.sleep(pause).await;
                     }
-                    Err(_) => {
+                    None => {
                         return LeaseError::lost(
                             lease,
                             "renewal not confirmed before the lease deadline",
@@ -496,7 +757,8 @@ impl LeaseManager {
 
     /// Renews `lease` once: writes the next generation if the record is still ours.
     pub async fn renew(&self, lease: &mut Lease) -> Result<(), LeaseError> {
-        self.renew_since(lease, Instant::now()).await
+        let now = self.clock.now();
+        self.renew_since(lease, now).await
     }
 
     /// Renewal, where `first_sent` is when the first of a series of attempts (earlier
@@ -505,9 +767,9 @@ impl LeaseManager {
         let next = lease.after(lease.generation)?;
         let record = self.record(lease, next, false);
         let expect = lease.still_ours();
-        let sent = Instant::now();
+        let sent = self.clock.now();
         let answer = self.table.put(&record, &expect).await;
-        let round_trip = sent.elapsed();
+        let round_trip = self.clock.now().saturating_duration_since(sent);
         if round_trip > lease.timeout / 3 {
             // Safe still, but close to the edge: one more slow answer and the holder gives
             // up its operation. The lease timeout should be far above the table's latency.
@@ -542,19 +804,32 @@ impl LeaseManager {
 
     /// Marks `lease` released, so the next writer of (path, etag) takes it at once instead
     /// of waiting for it to expire. Call only when the guarded operation's outcome is
-    /// known (it succeeded, or failed without writing): a write that may still land must
-    /// keep its lease until it expires.
+    /// known (it succeeded, or nothing was sent): a write that may still land must keep
+    /// its lease until it expires.
+    ///
+    /// The release writes the next generation, so a renewal of ours still in flight (one
+    /// dropped when the operation finished) cannot land after it and resurrect the lease:
+    /// its condition names the generation before.
     pub async fn release(&self, mut lease: Lease) -> Result<(), LeaseError> {
-        // At most twice: a renewal dropped in flight may have moved our record one
+        // At most three times: a renewal dropped in flight may have moved our record one
         // generation on; it is still ours (the owner nonce says so) to release.
-        for _ in 0..2 {
-            let record = self.record(&lease, lease.generation, true);
+        for _ in 0..3 {
+            let generation = if self.planted(PlantedBug::ReleaseWithoutBump) {
+                lease.generation
+            } else {
+                lease.after(lease.generation)?
+            };
+            let record = self.record(&lease, generation, true);
             match self.table.put(&record, &lease.still_ours()).await? {
                 PutOutcome::Written => return Ok(()),
                 PutOutcome::Conflict(Some(found))
                     if found.owner.as_deref() == Some(lease.owner.as_str())
                         && found.generation > lease.generation =>
                 {
+                    if found.released {
+                        // An earlier attempt of this release landed.
+                        return Ok(());
+                    }
                     lease.generation = found.generation;
                 }
                 PutOutcome::Conflict(_) => break,
@@ -580,6 +855,14 @@ impl LeaseManager {
             runtime.spawn(async move { manager.release_quietly(lease).await });
         }
     }
+}
+
+/// The usable time, whatever a panicking holder of the mutex left (an `Instant` is
+/// always whole).
+fn lock(usable: &Mutex<Instant>) -> std::sync::MutexGuard<'_, Instant> {
+    usable
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A fresh random owner nonce: 128 bits, so two acquisitions never share one.

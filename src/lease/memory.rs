@@ -57,6 +57,14 @@ pub(crate) fn expectation_holds(expect: &Expect, stored: Option<&LeaseRecord>) -
     match (expect, stored) {
         (Expect::Absent, None) => true,
         (Expect::Generation(g), Some(r)) => r.generation == *g,
+        (
+            Expect::Unchanged {
+                generation,
+                owner,
+                ttl,
+            },
+            Some(r),
+        ) => r.generation == *generation && r.owner == *owner && r.ttl == *ttl,
         (Expect::Owned { generation, owner }, Some(r)) => r.is_written_by(owner, *generation),
         _ => false,
     }

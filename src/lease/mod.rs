@@ -7,16 +7,21 @@
 //! `timeout x max_clock_skew_rate` on their own monotonic clock. See `docs/protocol.md`
 //! for the argument and its assumptions.
 
+mod clock;
 mod config;
 mod dynamo;
 mod manager;
 mod memory;
+mod planted;
 mod record;
 mod table;
 
+pub use clock::{Clock, SystemClock};
 pub use config::{ConfigError, DEFAULT_TABLE, LeaseConfig, MAX_TIMEOUT, MAX_TTL};
-pub use dynamo::DynamoLeaseTable;
-pub use manager::{AcquireError, Lease, LeaseError, LeaseManager};
+pub use dynamo::{BROKEN_BY_OPERATOR, DynamoLeaseTable};
+pub use manager::{AcquireError, GuardError, Lease, LeaseError, LeaseManager};
 pub use memory::MemoryLeaseTable;
+#[cfg(feature = "planted-bugs")]
+pub use planted::PlantedBug;
 pub use record::{CREATE_ETAG, Expect, LeaseRecord, PutOutcome};
 pub use table::{LeaseTable, TableError};

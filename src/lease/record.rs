@@ -21,8 +21,10 @@ pub struct LeaseRecord {
     pub generation: u64,
     /// How long the holder may hold it without renewing (the `timeout` attribute, in ms).
     pub timeout: Duration,
-    /// When the table may delete the record (epoch seconds; DynamoDB TTL).
-    pub ttl: i64,
+    /// When the table may delete the record (epoch seconds on the writer's wall clock;
+    /// DynamoDB TTL), or `None` for records that must never expire (lock records, whose
+    /// generations are fencing tokens).
+    pub ttl: Option<i64>,
     /// A random nonce naming the acquisition that wrote the record; `None` in records
     /// of old writers.
     pub owner: Option<String>,
@@ -34,6 +36,15 @@ pub struct LeaseRecord {
 }
 
 impl LeaseRecord {
+    /// The condition that this record still stands unchanged.
+    pub fn unchanged(&self) -> Expect {
+        Expect::Unchanged {
+            generation: self.generation,
+            owner: self.owner.clone(),
+            ttl: self.ttl,
+        }
+    }
+
     /// Whether this is the record an acquisition by `owner` at `generation` wrote.
     pub fn is_written_by(&self, owner: &str, generation: u64) -> bool {
         self.generation == generation && self.owner.as_deref() == Some(owner)
@@ -45,8 +56,21 @@ impl LeaseRecord {
 pub enum Expect {
     /// No record at this (path, etag): a first acquisition.
     Absent,
-    /// A record at exactly this generation: reclaiming an expired or released lease.
+    /// A record at exactly this generation, whatever else it holds: object_store
+    /// 0.12.5's reclaim condition. The protocol reclaims with [`Expect::Unchanged`].
     Generation(u64),
+    /// The record exactly as a waiter saw it: same generation, same owner (or none, for an
+    /// old writer's record) and same `ttl`. Reclaiming an expired or released lease with
+    /// this condition cannot succeed over a record that was deleted and written afresh at
+    /// the same generation meanwhile (by DynamoDB's TTL, an operator, or an old writer).
+    Unchanged {
+        /// The generation seen.
+        generation: u64,
+        /// The owner seen.
+        owner: Option<String>,
+        /// The `ttl` seen.
+        ttl: Option<i64>,
+    },
     /// A record at this generation written by this owner: renewing or releasing our own.
     Owned {
         /// The generation we hold.

@@ -123,7 +123,7 @@ pub async fn run(
         return Ok(ExitCode::SUCCESS);
     }
     println!(
-        "lease break would delete these records from {}:",
+        "lease break would mark these records of {} released (at the next generation):",
         table.table_name()
     );
     print_records(&records);
@@ -136,13 +136,15 @@ pub async fn run(
         eprintln!("dynacommit: refusing without --force");
         return Ok(ExitCode::from(2));
     }
-    let mut removed = 0;
+    let mut broken = 0;
     for record in &records {
         if table.break_lease(record).await.map_err(|e| e.to_string())? {
-            removed += 1;
+            broken += 1;
             println!(
-                "deleted {}#{} at generation {}",
-                record.path, record.etag, record.generation
+                "released {}#{} at generation {}",
+                record.path,
+                record.etag,
+                record.generation.saturating_add(1)
             );
         } else {
             println!(
@@ -151,6 +153,6 @@ pub async fn run(
             );
         }
     }
-    println!("{removed} of {} records deleted", records.len());
+    println!("{broken} of {} records released", records.len());
     Ok(ExitCode::SUCCESS)
 }

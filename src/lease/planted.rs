@@ -1,0 +1,46 @@
+//! Planted bugs: each fix of the safety review, taken out again on request, so the tests
+//! can show that the simulator catches every one of them. The switches exist only with
+//! the `planted-bugs` feature; without it every check below is a constant `false` and the
+//! compiler removes the buggy branches.
+
+/// A fix the simulator must be able to catch missing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum PlantedBug {
+    /// Hole 1: the re-check after a takeover runs unrenewed, and the guarded write is
+    /// polled before the deadline is checked (no fence, no renewal before a late start).
+    WriteAfterDeadline,
+    /// Hole 2: the lease is released after a failed write too, although an earlier
+    /// attempt of that write may still land.
+    ReleaseAfterFailedWrite,
+    /// Hole 3: lock records start again at generation 0 once deleted.
+    TokensFromZero,
+    /// Hole 4: reclaims are conditional on the generation alone, and waiters notice only
+    /// generation and release changes.
+    ReclaimOnGenerationAlone,
+    /// Hole 5: a release rewrites the record at its own generation, so a renewal still in
+    /// flight can land on it and resurrect the lease.
+    ReleaseWithoutBump,
+    /// Hole 6a: a waiter does not recognise its own record when a write whose answer it
+    /// lost lands later.
+    NoSelfRecognitionWhileWaiting,
+    /// Waiters reclaim after one lease timeout instead of timeout x skew rate.
+    ReclaimAfterOneTimeout,
+}
+
+/// The set of planted bugs of one lease manager: empty in production.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(crate) struct Planted(u16);
+
+impl Planted {
+    /// Whether `bug` is planted.
+    pub(crate) fn has(self, bug: PlantedBug) -> bool {
+        cfg!(feature = "planted-bugs") && self.0 & (1 << bug as u16) != 0
+    }
+
+    /// With `bug` planted too.
+    #[cfg(feature = "planted-bugs")]
+    pub(crate) fn with(self, bug: PlantedBug) -> Self {
+        Self(self.0 | (1 << bug as u16))
+    }
+}
