@@ -12,15 +12,18 @@ fi
 
 echo "== cargo fmt --check"
 cargo fmt --check
-echo "== cargo clippy --all-targets -- -D warnings"
+# The planted-bugs feature adds the switches the simulator's tests flip (off by default,
+# absent from production builds); lint both builds.
+echo "== cargo clippy --all-targets -- -D warnings (with and without planted-bugs)"
 cargo clippy --all-targets --quiet -- -D warnings
+cargo clippy --all-targets --quiet --features planted-bugs -- -D warnings
 echo "== cargo doc"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet
 echo "== tests"
 if cargo nextest --version >/dev/null 2>&1; then
-	cargo nextest run --lib --bins --tests --no-fail-fast
+	cargo nextest run --features planted-bugs --lib --bins --tests --no-fail-fast
 else
-	cargo test --lib --bins --tests --no-fail-fast
+	cargo test --features planted-bugs --lib --bins --tests --no-fail-fast
 fi
 echo "== examples"
 for example in examples/*.rs; do

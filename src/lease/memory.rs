@@ -42,6 +42,12 @@ impl MemoryLeaseTable {
         self.lock().values().cloned().collect()
     }
 
+    /// Removes the record at (path, etag) and returns it, as DynamoDB's TTL or an
+    /// operator deleting an item would: for tests and simulation.
+    pub fn remove(&self, path: &str, etag: &str) -> Option<LeaseRecord> {
+        self.lock().remove(&(path.to_owned(), etag.to_owned()))
+    }
+
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<(String, String), LeaseRecord>> {
         // A panic while holding the guard cannot leave a record half-written (every
         // critical section is one insert or remove), so a poisoned map is still sound.

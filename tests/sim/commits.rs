@@ -1,0 +1,217 @@
+//! The commit scenario: nodes racing to create and update a few objects through
+//! `CommitStore`, and the check of every write the store applied.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use dynacommit::CommitStore;
+use dynacommit::lease::{LeaseManager, PlantedBug};
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode, UpdateVersion};
+use tokio::time::Instant;
+
+use super::clock::NodeClock;
+use super::store::{Applied, SimStore, StoreLink};
+use super::table::{NodeTable, SimTable};
+use super::world::{RUN_FOR, T, World, lease_config};
+
+const NODES: usize = 4;
+const PATHS: u64 = 3;
+
+/// What an operation asked for.
+#[derive(Debug, Clone)]
+enum Kind {
+    Create,
+    /// Replace the version with this ETag.
+    Update(String),
+}
+
+#[derive(Debug)]
+struct Op {
+    kind: Kind,
+    acknowledged: bool,
+}
+
+/// Every operation, by the payload it writes (unique per operation).
+type Registry = Arc<Mutex<BTreeMap<String, Op>>>;
+
+/// What one run did, for the report.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Tally {
+    pub operations: usize,
+    pub acknowledged: usize,
+    pub applied: usize,
+}
+
+/// A fresh node process: its lease manager (on its own clock) and its `CommitStore`.
+fn node_process(
+    link: &Arc<NodeTable>,
+    clock: &Arc<NodeClock>,
+    store: &Arc<SimStore>,
+    planted: &[PlantedBug],
+) -> CommitStore {
+    let mut leases = LeaseManager::new(link.clone(), lease_config())
+        .expect("valid settings")
+        .with_clock(clock.clone());
+    for bug in planted {
+        leases = leases.with_planted_bug(*bug);
+    }
+    CommitStore::new(Arc::new(StoreLink(store.clone())), leases)
+}
+
+async fn node(
+    world: Arc<World>,
+    id: usize,
+    table: Arc<SimTable>,
+    store: Arc<SimStore>,
+    registry: Registry,
+    planted: Vec<PlantedBug>,
+) {
+    let until = world.origin + RUN_FOR;
+    let rate = world.pick(800..1251);
+    let offset = world.pick(0..401) as i64 - 200;
+    let clock = Arc::new(NodeClock::new(world.origin, rate, 1000, offset));
+    let link = NodeTable::new(world.clone(), table, id);
+    let reader = StoreLink(store.clone());
+    let mut process = node_process(&link, &clock, &store, &planted);
+    let mut seq = 0;
+    while Instant::now() < until {
+        tokio::time::sleep(world.profile.think(&world)).await;
+        if world.chance(world.profile.table_outage) {
+            link.outage(T / 2 + world.upto(T * 3 / 2));
+        }
+        let path = Path::from(format!("log/{}", world.pick(0..PATHS)));
+        seq += 1;
+        let payload = format!("node{id}-op{seq}");
+        // Update what is there (as read, perhaps long ago), else create.
+        let kind = match reader.head(&path).await {
+            Ok(meta) => Kind::Update(meta.e_tag.unwrap_or_default()),
+            Err(object_store::Error::NotFound { .. }) => Kind::Create,
+            Err(_) => continue,
+        };
+        let mode = match &kind {
+            Kind::Create => PutMode::Create,
+            Kind::Update(etag) => PutMode::Update(UpdateVersion {
+                e_tag: Some(etag.clone()),
+                version: None,
+            }),
+        };
+        registry.lock().unwrap().insert(
+            payload.clone(),
+            Op {
+                kind,
+                acknowledged: false,
+            },
+        );
+        let put = process.put_opts(&path, payload.clone().into(), mode.into());
+        let outcome = if world.chance(world.profile.crash) {
+            let crash_after = world.upto(T * 3);
+            tokio::select! {
+                biased;
+                outcome = put => Some(outcome),
+                () = tokio::time::sleep(crash_after) => None,
+            }
+        } else {
+            Some(put.await)
+        };
+        match outcome {
+            Some(Ok(_)) => {
+                if let Some(op) = registry.lock().unwrap().get_mut(&payload) {
+                    op.acknowledged = true;
+                }
+            }
+            Some(Err(_)) => {}
+            // Crashed: the process restarts with nothing of its former state.
+            None => process = node_process(&link, &clock, &store, &planted),
+        }
+    }
+}
+
+/// Runs the scenario and checks its history; violations go to `world`.
+pub async fn run(world: Arc<World>, planted: &[PlantedBug]) -> Tally {
+    let table = SimTable::new(world.clone());
+    let store = SimStore::new(world.clone());
+    let registry = Registry::default();
+    let settle = world.origin + RUN_FOR + Duration::from_secs(10);
+    if world.profile.ttl_deletes {
+        tokio::spawn(table.clone().sweep_expired(settle));
+    }
+    let nodes: Vec<_> = (0..NODES)
+        .map(|id| {
+            tokio::spawn(node(
+                world.clone(),
+                id,
+                table.clone(),
+                store.clone(),
+                registry.clone(),
+                planted.to_vec(),
+            ))
+        })
+        .collect();
+    for node in nodes {
+        node.await.expect("a node panicked");
+    }
+    // Let everything in flight land: late table writes, lingering object writes.
+    tokio::time::sleep_until(settle).await;
+    check(&world, &store.history(), &registry.lock().unwrap())
+}
+
+/// Every write the store applied was allowed, and every acknowledged one stands in the
+/// history with nothing but an update naming it after it.
+fn check(
+    world: &World,
+    history: &BTreeMap<Path, Vec<Applied>>,
+    ops: &BTreeMap<String, Op>,
+) -> Tally {
+    let mut tally = Tally {
+        operations: ops.len(),
+        acknowledged: ops.values().filter(|op| op.acknowledged).count(),
+        ..Tally::default()
+    };
+    for (path, applied) in history {
+        tally.applied += applied.len();
+        let mut acknowledged_creates = 0;
+        for (i, write) in applied.iter().enumerate() {
+            let Some(op) = ops.get(&write.payload) else {
+                world.violation(format!("{path}: unknown write {}", write.payload));
+                continue;
+            };
+            let before = i.checked_sub(1).map(|j| &applied[j]);
+            match (&op.kind, before) {
+                (Kind::Create, None) => acknowledged_creates += usize::from(op.acknowledged),
+                (Kind::Create, Some(before)) => world.violation(format!(
+                    "{path}: create {} ({}) landed over {}",
+                    write.payload,
+                    if op.acknowledged {
+                        "acknowledged"
+                    } else {
+                        "not acknowledged"
+                    },
+                    before.payload
+                )),
+                (Kind::Update(etag), Some(before)) if before.etag == *etag => {}
+                (Kind::Update(etag), before) => world.violation(format!(
+                    "{path}: update {} naming {etag} landed over {}",
+                    write.payload,
+                    before.map_or("nothing".to_owned(), |b| format!(
+                        "{} ({})",
+                        b.payload, b.etag
+                    ))
+                )),
+            }
+        }
+        if acknowledged_creates > 1 {
+            world.violation(format!(
+                "{path}: {acknowledged_creates} acknowledged creates"
+            ));
+        }
+    }
+    for (payload, op) in ops {
+        let landed = history.values().flatten().any(|w| w.payload == *payload);
+        if op.acknowledged && !landed {
+            world.violation(format!("acknowledged write {payload} never landed"));
+        }
+    }
+    tally
+}

@@ -1,0 +1,24 @@
+//! The safety simulator: the real `LeaseManager`, `CommitStore` and leader lock over an
+//! in-process lease table and object store that misbehave as real networks, DynamoDB and
+//! S3 do, on Tokio's paused clock, all driven by one seed.
+//!
+//! Faults it makes (each drawn from the seed):
+//! - table writes delayed before applying, applied with their answer lost, applied after
+//!   their caller gave up (the answer comes first), answered twice (a retry that meets its
+//!   own first attempt), or failed; table reads stalled or failed;
+//! - object writes delayed in flight (landing even when their caller has dropped them),
+//!   applied with their answer lost, or answered with a definite error by a retry while an
+//!   earlier attempt still lingers; HEADs and GETs stalled with a stale answer;
+//! - DynamoDB's TTL deleting expired records at random times after expiry;
+//! - a node's link to the table down for a while;
+//! - writers crashing at any await point (their operation future dropped) and restarting
+//!   with fresh state;
+//! - every node's monotonic clock running at its own rate within the skew bound, and its
+//!   wall clock off by a little.
+
+pub mod clock;
+pub mod commits;
+pub mod locks;
+pub mod store;
+pub mod table;
+pub mod world;

@@ -1,0 +1,161 @@
+//! What every part of one simulation shares: the seed's random numbers, the fault
+//! profile, the settings, and the list of invariant violations found.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use dynacommit::lease::LeaseConfig;
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+use tokio::time::Instant;
+
+/// The lease timeout of every simulation; all other times are drawn relative to it.
+pub const T: Duration = Duration::from_secs(1);
+
+/// How long a simulation runs its workload before it lets what is in flight settle.
+pub const RUN_FOR: Duration = Duration::from_secs(24);
+
+/// The lease settings every node shares: the shortest record lifetime allowed, so TTL
+/// deletions happen within a run.
+pub fn lease_config() -> LeaseConfig {
+    LeaseConfig::new("sim")
+        .with_timeout(T)
+        .with_max_clock_skew_rate(3)
+        .with_poll_interval(Duration::from_millis(100))
+        .with_ttl(Duration::from_secs(6))
+}
+
+/// How often each fault happens: probabilities per request or per operation.
+#[derive(Debug, Clone)]
+pub struct Profile {
+    /// Table write applied, its answer lost (an ambiguous error).
+    pub table_lost_answer: f64,
+    /// Table write answered with an ambiguous error first, applied up to 2 T later.
+    pub table_late_apply: f64,
+    /// Table write applied, then answered as its own retry would be (a conflict showing
+    /// the record it wrote).
+    pub table_retried: f64,
+    /// Table write not applied, ambiguous error.
+    pub table_failed: f64,
+    /// Table read failed.
+    pub table_read_failed: f64,
+    /// A table request slow (up to T/3 each way) instead of a few milliseconds.
+    pub table_slow: f64,
+    /// A node's link to the table goes down for 0.5 to 2 T at the start of an operation.
+    pub table_outage: f64,
+    /// TTL deletes expired records.
+    pub ttl_deletes: bool,
+    /// Object write slow in flight (up to 1.5 T), landing even if dropped.
+    pub store_slow_write: f64,
+    /// Object write applied, answer lost (a timeout: `Generic`).
+    pub store_lost_answer: f64,
+    /// Object write not applied (`Generic`).
+    pub store_failed: f64,
+    /// Object write answered `PermissionDenied` by a retry while the first attempt
+    /// lingers and lands up to T after the answer.
+    pub store_known_error_after_retry: f64,
+    /// HEAD or GET stalled (its answer, read on arrival, held up to 4 T).
+    pub store_read_stall: f64,
+    /// An operation crashes (its future dropped) at a random point within 3 T.
+    pub crash: f64,
+    /// Longest pause between a node's operations.
+    pub max_think: Duration,
+    /// A pause of up to 8 s instead (a path left alone long enough for its lease records
+    /// to expire and be deleted by TTL, or by an operator).
+    pub long_think: f64,
+}
+
+impl Profile {
+    /// Everything at once, at rates that leave most operations clean.
+    pub fn mixed() -> Self {
+        Self {
+            table_lost_answer: 0.02,
+            table_late_apply: 0.02,
+            table_retried: 0.02,
+            table_failed: 0.02,
+            table_read_failed: 0.02,
+            table_slow: 0.05,
+            table_outage: 0.03,
+            ttl_deletes: true,
+            store_slow_write: 0.1,
+            store_lost_answer: 0.02,
+            store_failed: 0.02,
+            store_known_error_after_retry: 0.03,
+            store_read_stall: 0.08,
+            crash: 0.15,
+            max_think: Duration::from_millis(2500),
+            long_think: 0.15,
+        }
+    }
+
+    /// A pause between two operations of a node.
+    pub fn think(&self, world: &World) -> Duration {
+        if world.chance(self.long_think) {
+            world.upto(Duration::from_secs(8))
+        } else {
+            world.upto(self.max_think)
+        }
+    }
+}
+
+/// One simulation's shared state.
+pub struct World {
+    pub profile: Profile,
+    /// Tokio time at the start.
+    pub origin: Instant,
+    rng: Mutex<StdRng>,
+    violations: Mutex<Vec<String>>,
+}
+
+impl World {
+    pub fn new(seed: u64, profile: Profile) -> Arc<Self> {
+        Arc::new(Self {
+            profile,
+            origin: Instant::now(),
+            rng: Mutex::new(StdRng::seed_from_u64(seed)),
+            violations: Mutex::default(),
+        })
+    }
+
+    /// True time since the start, for reports.
+    pub fn elapsed(&self) -> Duration {
+        Instant::now() - self.origin
+    }
+
+    /// Whether an event of probability `p` happens.
+    pub fn chance(&self, p: f64) -> bool {
+        p > 0.0 && self.rng.lock().unwrap().random_bool(p.min(1.0))
+    }
+
+    /// A whole number in `range`.
+    pub fn pick(&self, range: std::ops::Range<u64>) -> u64 {
+        self.rng.lock().unwrap().random_range(range)
+    }
+
+    /// A duration up to `max`, to the millisecond.
+    pub fn upto(&self, max: Duration) -> Duration {
+        Duration::from_millis(self.pick(0..max.as_millis() as u64 + 1))
+    }
+
+    /// A one-way network delay: a few milliseconds, or up to `slow` with probability `p`.
+    pub fn delay(&self, p: f64, slow: Duration) -> Duration {
+        if self.chance(p) {
+            self.upto(slow)
+        } else {
+            Duration::from_millis(self.pick(0..4))
+        }
+    }
+
+    /// Records an invariant violation.
+    pub fn violation(&self, what: String) {
+        let at = self.elapsed();
+        self.violations
+            .lock()
+            .unwrap()
+            .push(format!("at {at:?}: {what}"));
+    }
+
+    pub fn violations(&self) -> Vec<String> {
+        self.violations.lock().unwrap().clone()
+    }
+}

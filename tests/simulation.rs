@@ -1,0 +1,315 @@
+//! The safety simulator (see `sim/mod.rs`): thousands of seeded runs of the real lease
+//! core, `CommitStore` and leader lock under every fault it can make, each checked for:
+//!
+//! - at most one acknowledged create per path, and no create landing over an object;
+//! - every acknowledged write lands, and nothing but an update naming it replaces it;
+//! - no update lands over a version it did not name;
+//! - one lock holder at a time, and fencing tokens strictly increasing across holders;
+//! - no released lease written again by its owner (resurrected);
+//! - no writer waiting on its own lease longer than one poll after its answer is known.
+//!
+//! A failing seed prints itself; replay it alone with `DYNACOMMIT_SIM_SEED=N`. Set
+//! `DYNACOMMIT_SIM_SEEDS=N` for another number of seeds (the soak test runs 1,000,000:
+//! `cargo nextest run --features planted-bugs --test simulation --run-ignored all soak`).
+//! Each planted-bug test takes one fix out and shows the simulator catching it.
+
+mod sim;
+
+use std::time::Instant;
+
+use dynacommit::lease::PlantedBug;
+use sim::world::{Profile, World};
+
+/// Which scenario a seed runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Scenario {
+    Commits,
+    Locks,
+}
+
+#[derive(Debug, Default)]
+struct Report {
+    seeds: u64,
+    operations: usize,
+    acknowledged: usize,
+    applied: usize,
+    acquisitions: usize,
+    failures: Vec<(u64, Vec<String>)>,
+}
+
+/// Runs one seed of `scenario` on a paused, single-threaded runtime: deterministic.
+fn run_seed(
+    scenario: Scenario,
+    seed: u64,
+    profile: &Profile,
+    planted: &[PlantedBug],
+    report: &mut Report,
+) {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .expect("a runtime");
+    let violations = runtime.block_on(async {
+        let world = World::new(seed, profile.clone());
+        match scenario {
+            Scenario::Commits => {
+                let tally = sim::commits::run(world.clone(), planted).await;
+                report.operations += tally.operations;
+                report.acknowledged += tally.acknowledged;
+                report.applied += tally.applied;
+            }
+            Scenario::Locks => {
+                report.acquisitions += sim::locks::run(world.clone(), planted).await.acquisitions;
+            }
+        }
+        world.violations()
+    });
+    report.seeds += 1;
+    if !violations.is_empty() {
+        report.failures.push((seed, violations));
+    }
+}
+
+/// Runs `seeds` across the machine's cores; stops early after the first failure if
+/// `first_failure` is set.
+fn run_seeds(
+    scenario: Scenario,
+    seeds: std::ops::Range<u64>,
+    profile: &Profile,
+    planted: &[PlantedBug],
+    first_failure: bool,
+) -> Report {
+    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()) as u64;
+    let found = std::sync::atomic::AtomicBool::new(false);
+    let reports: Vec<Report> = std::thread::scope(|scope| {
+        let handles: Vec<_> = (0..threads)
+            .map(|lane| {
+                let seeds = seeds.clone();
+                let found = &found;
+                scope.spawn(move || {
+                    let mut report = Report::default();
+                    for seed in seeds.filter(|s| s % threads == lane) {
+                        if first_failure && found.load(std::sync::atomic::Ordering::Relaxed) {
+                            break;
+                        }
+                        run_seed(scenario, seed, profile, planted, &mut report);
+                        if !report.failures.is_empty() {
+                            found.store(true, std::sync::atomic::Ordering::Relaxed);
+                        }
+                    }
+                    report
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| h.join().expect("a lane panicked"))
+            .collect()
+    });
+    let mut total = Report::default();
+    for r in reports {
+        total.seeds += r.seeds;
+        total.operations += r.operations;
+        total.acknowledged += r.acknowledged;
+        total.applied += r.applied;
+        total.acquisitions += r.acquisitions;
+        total.failures.extend(r.failures);
+    }
+    total.failures.sort_by_key(|(seed, _)| *seed);
+    total
+}
+
+fn env_number(name: &str) -> Option<u64> {
+    std::env::var(name).ok().map(|v| {
+        v.parse()
+            .unwrap_or_else(|_| panic!("{name}={v:?} is not a whole number"))
+    })
+}
+
+/// The seeds to run: one if `DYNACOMMIT_SIM_SEED` is set, else `DYNACOMMIT_SIM_SEEDS` or
+/// `default` of them from 0.
+fn seeds(default: u64) -> std::ops::Range<u64> {
+    match env_number("DYNACOMMIT_SIM_SEED") {
+        Some(seed) => seed..seed + 1,
+        None => 0..env_number("DYNACOMMIT_SIM_SEEDS").unwrap_or(default),
+    }
+}
+
+fn describe_failures(scenario: Scenario, report: &Report) -> String {
+    let mut text = String::new();
+    for (seed, violations) in report.failures.iter().take(5) {
+        text += &format!(
+            "\n{scenario:?} seed {seed} (replay: DYNACOMMIT_SIM_SEED={seed}):\n  {}",
+            violations.join("\n  ")
+        );
+    }
+    text
+}
+
+fn keeps_every_invariant(scenario: Scenario, default_seeds: u64) {
+    let started = Instant::now();
+    let report = run_seeds(
+        scenario,
+        seeds(default_seeds),
+        &Profile::mixed(),
+        &[],
+        false,
+    );
+    println!(
+        "{scenario:?}: {} seeds simulated in {:.1?}: {} operations, {} acknowledged, {} writes \
+         applied, {} lock acquisitions; {} seeds with violations",
+        report.seeds,
+        started.elapsed(),
+        report.operations,
+        report.acknowledged,
+        report.applied,
+        report.acquisitions,
+        report.failures.len()
+    );
+    assert!(
+        report.failures.is_empty(),
+        "{} of {} seeds broke an invariant:{}",
+        report.failures.len(),
+        report.seeds,
+        describe_failures(scenario, &report)
+    );
+}
+
+#[test]
+fn commits_keep_every_invariant_over_thousands_of_seeds() {
+    keeps_every_invariant(Scenario::Commits, 10_000);
+}
+
+#[test]
+fn locks_keep_every_invariant_over_thousands_of_seeds() {
+    keeps_every_invariant(Scenario::Locks, 5_000);
+}
+
+#[test]
+#[ignore = "a soak: a million seeds of each scenario"]
+fn soak_a_million_seeds() {
+    keeps_every_invariant(Scenario::Commits, 1_000_000);
+    keeps_every_invariant(Scenario::Locks, 1_000_000);
+}
+
+/// Plants `bug` and asserts the simulator finds a violation within `budget` seeds (or in
+/// `DYNACOMMIT_SIM_SEED` alone). With `DYNACOMMIT_SIM_MEASURE=1` it runs every seed of the
+/// budget and prints how many caught the bug: the detection rate per seed.
+fn catches(bug: PlantedBug, scenario: Scenario, profile: Profile, budget: u64) {
+    let started = Instant::now();
+    let measure = std::env::var_os("DYNACOMMIT_SIM_MEASURE").is_some();
+    let seeds = match env_number("DYNACOMMIT_SIM_SEED") {
+        Some(seed) => seed..seed + 1,
+        None => 0..budget,
+    };
+    let report = run_seeds(scenario, seeds, &profile, &[bug], !measure);
+    if measure {
+        println!(
+            "{bug:?}: caught by {} of {} seeds ({:.2}%) of {scenario:?}",
+            report.failures.len(),
+            report.seeds,
+            100.0 * report.failures.len() as f64 / report.seeds as f64
+        );
+    }
+    let Some((seed, violations)) = report.failures.first() else {
+        panic!(
+            "{bug:?} planted, yet {} seeds of {scenario:?} found nothing",
+            report.seeds
+        );
+    };
+    println!(
+        "{bug:?}: caught by seed {seed} ({} seeds run, {:.1?}): {}",
+        report.seeds,
+        started.elapsed(),
+        violations[0]
+    );
+}
+
+#[test]
+fn catches_a_write_sent_after_its_lease_deadline() {
+    // Holders that crash before writing, and re-check HEADs that stall past a lease.
+    let profile = Profile {
+        crash: 0.3,
+        store_read_stall: 0.3,
+        ..Profile::mixed()
+    };
+    catches(
+        PlantedBug::WriteAfterDeadline,
+        Scenario::Commits,
+        profile,
+        3_000,
+    );
+}
+
+#[test]
+fn catches_a_release_after_a_failed_write() {
+    catches(
+        PlantedBug::ReleaseAfterFailedWrite,
+        Scenario::Commits,
+        Profile::mixed(),
+        3_000,
+    );
+}
+
+#[test]
+fn catches_fencing_tokens_starting_again_from_zero() {
+    catches(
+        PlantedBug::TokensFromZero,
+        Scenario::Locks,
+        Profile::mixed(),
+        3_000,
+    );
+}
+
+#[test]
+fn catches_a_reclaim_conditional_on_the_generation_alone() {
+    // Records left by crashed holders, paths left alone until TTL deletes them, and
+    // waiters whose reads fail (so they miss the deletion).
+    let profile = Profile {
+        crash: 0.3,
+        long_think: 0.3,
+        table_read_failed: 0.3,
+        ..Profile::mixed()
+    };
+    catches(
+        PlantedBug::ReclaimOnGenerationAlone,
+        Scenario::Commits,
+        profile,
+        3_000,
+    );
+}
+
+#[test]
+fn catches_a_renewal_resurrecting_a_released_lease() {
+    let profile = Profile {
+        table_late_apply: 0.2,
+        ..Profile::mixed()
+    };
+    catches(
+        PlantedBug::ReleaseWithoutBump,
+        Scenario::Locks,
+        profile,
+        3_000,
+    );
+}
+
+#[test]
+fn catches_a_writer_waiting_on_its_own_late_write() {
+    catches(
+        PlantedBug::NoSelfRecognitionWhileWaiting,
+        Scenario::Commits,
+        Profile::mixed(),
+        3_000,
+    );
+}
+
+#[test]
+fn catches_a_reclaim_after_one_timeout_instead_of_timeout_times_skew() {
+    catches(
+        PlantedBug::ReclaimAfterOneTimeout,
+        Scenario::Commits,
+        Profile::mixed(),
+        3_000,
+    );
+}
