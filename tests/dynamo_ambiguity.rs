@@ -1,0 +1,230 @@
+//! Writes whose answer was lost: the client must report "may have applied" over the whole
+//! call, never a plain condition failure or a plain success, and must not send again a
+//! write that counts twice. Through a scripted loopback server in front of DynamoDB Local.
+
+mod common;
+
+use common::fake_server::{FakeServer, Reply};
+use dynacommit::dynamo::{
+    AttributeValue, DynamoError, GetItem, Item, PutItem, RetryConfig, TableSpec, TransactWriteItem,
+};
+
+const INTERNAL: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"Internal server error"}"#;
+const THROTTLED: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#ThrottlingException","message":"Rate of requests exceeds the allowed throughput."}"#;
+const EXPIRED: &str = r#"{"__type":"com.amazon.coral.service#ExpiredTokenException","message":"The security token included in the request is expired"}"#;
+const IN_PROGRESS: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#TransactionInProgressException","message":"Transaction is ongoing for the transaction request token"}"#;
+
+fn key(path: &str) -> Item {
+    [
+        ("path".to_owned(), AttributeValue::from(path)),
+        ("etag".to_owned(), AttributeValue::from("*")),
+    ]
+    .into()
+}
+
+fn real() -> String {
+    format!("{}/", common::dynamodb_url())
+}
+
+async fn lease_table() -> String {
+    let client = common::dynamodb().await;
+    let name = common::unique_name("ambiguity");
+    client
+        .ensure_table(&TableSpec::commit_leases(&name))
+        .await
+        .unwrap();
+    name
+}
+
+/// A put-if-absent of an item carrying `owner`, asking for the old item on failure.
+fn claim(table: &str, path: &str, owner: &str) -> PutItem {
+    let mut item = key(path);
+    item.insert("owner".to_owned(), owner.into());
+    PutItem::new(table, item)
+        .condition("attribute_not_exists(#pk)")
+        .name("#pk", "path")
+        .return_old_item_on_condition_failure()
+}
+
+async fn read(table: &str, path: &str) -> Option<Item> {
+    common::dynamodb()
+        .await
+        .get_item(&GetItem::new(table, key(path)))
+        .await
+        .unwrap()
+}
+
+#[tokio::test]
+async fn a_condition_failure_after_a_lost_answer_is_ambiguous_and_keeps_the_old_item() {
+    let table = lease_table().await;
+    let to = real();
+    // Attempt 1 applies, but its answer is replaced by a 500; attempt 2 goes through and
+    // fails its condition on attempt 1's own write.
+    let server = FakeServer::start(move |n, _| {
+        if n == 0 {
+            Reply::ForwardThenAnswer(to.clone(), 500, INTERNAL.into())
+        } else {
+            Reply::Forward(to.clone())
+        }
+    })
+    .await;
+    let client = common::client_for(&server.url, common::quick_retries());
+    let error = client
+        .put_item(&claim(&table, "mine", "nonce-1"))
+        .await
+        .unwrap_err();
+    assert_eq!(server.requests(), 2);
+    assert!(error.is_ambiguous(), "{error:?}");
+    assert!(error.is_condition_failure(), "{error:?}");
+    assert_eq!(error.code(), Some("ConditionalCheckFailedException"));
+    assert!(
+        matches!(
+            &error,
+            DynamoError::AfterAmbiguousAttempt {
+                attempts: 2,
+                first_ambiguous_attempt: 1,
+                ..
+            }
+        ),
+        "{error:?}"
+    );
+    assert!(
+        matches!(
+            error.underlying(),
+            DynamoError::ConditionalCheckFailed { .. }
+        ),
+        "{error:?}"
+    );
+    // The old item is our own write: the caller can recognise it.
+    let old = error.old_item().expect("DynamoDB Local sends the old item");
+    assert_eq!(old["owner"], AttributeValue::from("nonce-1"));
+    let text = error.to_string();
+    assert!(text.contains("may have applied"), "{text}");
+    assert!(text.contains("HTTP 500"), "{text}");
+    assert!(read(&table, "mine").await.is_some());
+}
+
+#[tokio::test]
+async fn an_expired_token_after_a_lost_answer_is_ambiguous() {
+    let table = lease_table().await;
+    let to = real();
+    let server = FakeServer::start(move |n, _| match n {
+        0 => Reply::ForwardThenAnswer(to.clone(), 503, INTERNAL.into()),
+        _ => Reply::With(400, EXPIRED.into()),
+    })
+    .await;
+    let client = common::client_for(&server.url, common::quick_retries());
+    let error = client
+        .put_item(&claim(&table, "expired", "nonce-2"))
+        .await
+        .unwrap_err();
+    assert_eq!(server.requests(), 2, "an expired token is final");
+    assert_eq!(error.code(), Some("ExpiredTokenException"));
+    assert!(error.is_ambiguous(), "{error:?}");
+    assert!(!error.is_condition_failure());
+    assert!(error.to_string().contains("may have applied"), "{error}");
+    assert!(read(&table, "expired").await.is_some(), "attempt 1 applied");
+}
+
+#[tokio::test]
+async fn throttling_until_exhausted_after_a_lost_answer_is_ambiguous() {
+    let table = lease_table().await;
+    let to = real();
+    let server = FakeServer::start(move |n, _| {
+        if n == 0 {
+            Reply::ForwardThenAnswer(to.clone(), 500, INTERNAL.into())
+        } else {
+            Reply::With(400, THROTTLED.into())
+        }
+    })
+    .await;
+    let client = common::client_for(
+        &server.url,
+        RetryConfig {
+            max_attempts: 4,
+            ..common::quick_retries()
+        },
+    );
+    let error = client
+        .put_item(&claim(&table, "throttled", "nonce-3"))
+        .await
+        .unwrap_err();
+    assert_eq!(server.requests(), 4);
+    match &error {
+        DynamoError::RetriesExhausted {
+            attempts: 4,
+            last,
+            earlier_attempt_may_have_applied: true,
+            ..
+        } => assert_eq!(last.code(), Some("ThrottlingException")),
+        other => panic!("expected an ambiguous RetriesExhausted, got {other:?}"),
+    }
+    assert!(error.is_ambiguous());
+    assert!(error.to_string().contains("may have applied"), "{error}");
+}
+
+#[tokio::test]
+async fn a_read_after_a_lost_answer_is_not_marked() {
+    let server = FakeServer::start(|n, _| match n {
+        0 => Reply::With(500, INTERNAL.into()),
+        _ => Reply::With(
+            400,
+            r#"{"__type":"x#ResourceNotFoundException","message":"no table"}"#.into(),
+        ),
+    })
+    .await;
+    let client = common::client_for(&server.url, common::quick_retries());
+    let error = client
+        .get_item(&GetItem::new("t", key("x")))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(error, DynamoError::Service { .. }),
+        "a read has nothing to apply: {error:?}"
+    );
+    assert!(!error.is_ambiguous());
+}
+
+#[tokio::test]
+async fn a_transaction_in_progress_is_retried_until_it_resolves() {
+    let table = lease_table().await;
+    let to = real();
+    let server = FakeServer::start(move |n, _| {
+        if n == 0 {
+            Reply::With(400, IN_PROGRESS.into())
+        } else {
+            Reply::Forward(to.clone())
+        }
+    })
+    .await;
+    let client = common::client_for(&server.url, common::quick_retries());
+    client
+        .transact_write_items(&[TransactWriteItem::Put(claim(&table, "tx", "nonce-4"))])
+        .await
+        .expect("the second attempt goes through");
+    assert_eq!(server.requests(), 2);
+    assert!(read(&table, "tx").await.is_some());
+}
+
+#[tokio::test]
+async fn a_transaction_forever_in_progress_is_ambiguous() {
+    let server = FakeServer::start(|_, _| Reply::With(400, IN_PROGRESS.into())).await;
+    let client = common::client_for(
+        &server.url,
+        RetryConfig {
+            max_attempts: 3,
+            ..common::quick_retries()
+        },
+    );
+    let error = client
+        .transact_write_items(&[TransactWriteItem::Put(claim("t", "tx", "nonce-5"))])
+        .await
+        .unwrap_err();
+    assert_eq!(server.requests(), 3);
+    assert!(
+        matches!(error, DynamoError::RetriesExhausted { attempts: 3, .. }),
+        "{error:?}"
+    );
+    assert_eq!(error.code(), Some("TransactionInProgressException"));
+    assert!(error.is_ambiguous(), "{error:?}");
+}
