@@ -13,6 +13,7 @@ const INTERNAL: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#InternalSe
 const THROTTLED: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#ThrottlingException","message":"Rate of requests exceeds the allowed throughput."}"#;
 const EXPIRED: &str = r#"{"__type":"com.amazon.coral.service#ExpiredTokenException","message":"The security token included in the request is expired"}"#;
 const IN_PROGRESS: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#TransactionInProgressException","message":"Transaction is ongoing for the transaction request token"}"#;
+const CONDITION_FAILED: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException","message":"The conditional request failed"}"#;
 
 fn key(path: &str) -> Item {
     [
@@ -227,4 +228,53 @@ async fn a_transaction_forever_in_progress_is_ambiguous() {
     );
     assert_eq!(error.code(), Some("TransactionInProgressException"));
     assert!(error.is_ambiguous(), "{error:?}");
+}
+
+#[tokio::test]
+async fn an_unreadable_success_of_a_write_is_ambiguous() {
+    let table = lease_table().await;
+    let to = real();
+    let server = FakeServer::start(move |_, _| {
+        Reply::ForwardThenAnswer(to.clone(), 200, "<html>OK</html>".into())
+    })
+    .await;
+    let client = common::client_for(&server.url, common::quick_retries());
+    let error = client
+        .put_item(&claim(&table, "html", "nonce-6"))
+        .await
+        .unwrap_err();
+    assert_eq!(server.requests(), 1, "a 2xx is an answer: not sent again");
+    assert!(
+        matches!(error, DynamoError::MalformedResponse { status: 200, .. }),
+        "{error:?}"
+    );
+    assert!(error.is_ambiguous(), "{error:?}");
+    assert!(error.to_string().contains("may have applied"), "{error}");
+    assert!(read(&table, "html").await.is_some(), "it did apply");
+}
+
+#[tokio::test]
+async fn an_error_body_under_200_is_not_a_success() {
+    let server = FakeServer::start(|_, _| Reply::With(200, CONDITION_FAILED.into())).await;
+    let client = common::client_for(&server.url, common::quick_retries());
+    let put = client
+        .put_item(&claim("t", "x", "nonce-7"))
+        .await
+        .expect_err("an error body is not a success");
+    assert!(
+        matches!(put, DynamoError::MalformedResponse { status: 200, .. }),
+        "{put:?}"
+    );
+    assert!(put.is_ambiguous(), "{put:?}");
+    assert!(!put.is_condition_failure(), "the status and body disagree");
+    assert!(
+        put.to_string().contains("ConditionalCheckFailedException"),
+        "{put}"
+    );
+    let get = client
+        .get_item(&GetItem::new("t", key("x")))
+        .await
+        .unwrap_err();
+    assert!(!get.is_ambiguous(), "a read applies nothing: {get:?}");
+    assert_eq!(server.requests(), 2);
 }

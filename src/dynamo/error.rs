@@ -59,9 +59,15 @@ pub enum DynamoError {
     },
 
     /// The server answered with something that is not a DynamoDB answer at all: an HTML
-    /// page from a proxy, a body that is not JSON, a JSON body missing a required field.
+    /// page from a proxy, a body that is not JSON, a JSON body missing a required field,
+    /// an error body under a 2xx status.
+    ///
+    /// A 2xx status means DynamoDB accepted the request: for a write, this error is
+    /// [ambiguous](DynamoError::is_ambiguous) (the write may well have applied), and it is
+    /// not retried.
     #[error(
-        "{operation}: unusable answer from {endpoint} (HTTP {status}): {problem}; body starts: {excerpt:?}"
+        "{operation}: unusable answer from {endpoint} (HTTP {status}){}: {problem}; body starts: {excerpt:?}",
+        accepted_note(.operation, *.status)
     )]
     MalformedResponse {
         /// The operation.
@@ -271,6 +277,15 @@ pub(crate) fn is_read_operation(operation: &str) -> bool {
     READ_OPERATIONS.contains(&operation)
 }
 
+/// What a malformed answer's Display adds when its status says a write was accepted.
+fn accepted_note(operation: &str, status: u16) -> &'static str {
+    if (200..300).contains(&status) && !is_read_operation(operation) {
+        ", which says the write was accepted: it may have applied"
+    } else {
+        ""
+    }
+}
+
 impl DynamoError {
     /// Whether the same request may succeed if sent again: throttling, a 5xx, no answer,
     /// a transaction still in progress.
@@ -290,13 +305,15 @@ impl DynamoError {
 
     /// Whether a write that ended with this error may nonetheless have been applied, by
     /// its last attempt or by any earlier one: the request left but no definite answer came
-    /// back (no answer, a 5xx, a transaction still in progress), or a later attempt's
-    /// error followed such an attempt.
+    /// back (no answer, a 5xx, a 2xx that could not be read, a transaction still in
+    /// progress), or a later attempt's error followed such an attempt.
     pub fn is_ambiguous(&self) -> bool {
         match self {
             Self::Transport { .. } | Self::AfterAmbiguousAttempt { .. } => true,
             Self::Service { status, code, .. } => *status >= 500 || code == TRANSACTION_IN_PROGRESS,
-            Self::MalformedResponse { status, .. } => *status >= 500,
+            Self::MalformedResponse {
+                status, operation, ..
+            } => *status >= 500 || !accepted_note(operation, *status).is_empty(),
             Self::RetriesExhausted {
                 last,
                 earlier_attempt_may_have_applied,
