@@ -7,6 +7,7 @@ mod common;
 use common::fake_server::{FakeServer, Reply};
 use dynacommit::dynamo::{
     AttributeValue, DynamoError, GetItem, Item, PutItem, RetryConfig, TableSpec, TransactWriteItem,
+    UpdateItem,
 };
 
 const INTERNAL: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"Internal server error"}"#;
@@ -277,4 +278,63 @@ async fn an_error_body_under_200_is_not_a_success() {
         .unwrap_err();
     assert!(!get.is_ambiguous(), "a read applies nothing: {get:?}");
     assert_eq!(server.requests(), 2);
+}
+
+fn counter(table: &str) -> UpdateItem {
+    UpdateItem::new(table, key("counter"), "ADD #n :one")
+        .name("#n", "n")
+        .value(":one", 1u8)
+}
+
+async fn count(table: &str) -> Option<u64> {
+    read(table, "counter")
+        .await
+        .map(|item| item["n"].as_u64().unwrap())
+}
+
+#[tokio::test]
+async fn a_counting_update_is_not_sent_again_after_a_lost_answer() {
+    let table = lease_table().await;
+    let to = real();
+    let lost_first = move |n: usize, _: &str| {
+        if n == 0 {
+            Reply::ForwardThenAnswer(to.clone(), 500, INTERNAL.into())
+        } else {
+            Reply::Forward(to.clone())
+        }
+    };
+    let server = FakeServer::start(lost_first.clone()).await;
+    let client = common::client_for(&server.url, common::quick_retries());
+    let error = client.update_item(&counter(&table)).await.unwrap_err();
+    assert_eq!(server.requests(), 1, "not sent again");
+    assert!(error.is_ambiguous(), "{error:?}");
+    assert_eq!(count(&table).await, Some(1), "applied once");
+
+    // Opted in: sent again, and counted twice.
+    let server = FakeServer::start(lost_first).await;
+    let client = common::client_for(&server.url, common::quick_retries());
+    client
+        .update_item(&counter(&table).resend_if_ambiguous())
+        .await
+        .unwrap();
+    assert_eq!(server.requests(), 2);
+    assert_eq!(count(&table).await, Some(3));
+}
+
+#[tokio::test]
+async fn a_counting_update_is_still_retried_after_throttling() {
+    let table = lease_table().await;
+    let to = real();
+    let server = FakeServer::start(move |n, _| {
+        if n < 2 {
+            Reply::With(400, THROTTLED.into())
+        } else {
+            Reply::Forward(to.clone())
+        }
+    })
+    .await;
+    let client = common::client_for(&server.url, common::quick_retries());
+    client.update_item(&counter(&table)).await.unwrap();
+    assert_eq!(server.requests(), 3);
+    assert_eq!(count(&table).await, Some(1));
 }

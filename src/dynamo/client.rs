@@ -149,6 +149,16 @@ impl DynamoClient {
     ///   its condition when sent again. That failure is not a rival's doing: it comes back
     ///   wrapped in [`DynamoError::AfterAmbiguousAttempt`], which is ambiguous.
     ///
+    /// What is not safe is an UpdateItem whose expression builds on the value it finds
+    /// (`SET #n = #n + :one`, `ADD`, `list_append`) with no condition to stop a second
+    /// application: sent again, it counts twice. Such a request ([`Resend::IfDefinite`])
+    /// is only retried after definite failures (throttling); after an ambiguous one, that
+    /// error is returned at once, unless the caller opted in with
+    /// [`UpdateItem::resend_if_ambiguous`](super::UpdateItem::resend_if_ambiguous). A
+    /// condition that the write does not falsify (`attribute_exists(#pk)` on a counter)
+    /// does not protect it either: the client cannot tell, so such a caller must not
+    /// opt in.
+    ///
     /// Ambiguity is tracked over the whole call: once an attempt of a write was ambiguous,
     /// any error the call ends with is ambiguous too (see [`DynamoError::is_ambiguous`]).
     async fn call_with_retries<Resp: DeserializeOwned>(
@@ -170,7 +180,11 @@ impl DynamoClient {
                 Err(e) => e,
             };
             let ambiguous = resend != Resend::Read && error.is_ambiguous();
-            if !error.is_retryable() {
+            let may_count_twice = ambiguous && resend == Resend::IfDefinite;
+            if may_count_twice && error.is_retryable() {
+                tracing::warn!(%error, attempts, "not sending again a write that may count twice");
+            }
+            if may_count_twice || !error.is_retryable() {
                 return Err(match earlier_ambiguous {
                     Some((first_ambiguous_attempt, earlier)) => {
                         DynamoError::AfterAmbiguousAttempt {
@@ -247,6 +261,9 @@ pub(crate) enum Resend {
     /// A write that applying twice does no harm, or whose second application its own
     /// condition refuses: retried after any retryable failure.
     Always,
+    /// A write that may count twice: retried only after failures that say it was not
+    /// applied (throttling); an ambiguous failure is returned at once.
+    IfDefinite,
 }
 
 /// A header value, marked sensitive where it carries a secret so that reqwest's and
