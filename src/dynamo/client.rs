@@ -12,7 +12,7 @@ use serde::de::DeserializeOwned;
 use tokio::time::Instant;
 use tracing::Instrument;
 
-use super::error::DynamoError;
+use super::error::{DynamoError, is_read_operation};
 use super::response::parse_response;
 use super::retry::RetryConfig;
 use super::signing::signed_headers;
@@ -85,7 +85,9 @@ impl DynamoClient {
     }
 
     /// Sends operation `op` with body `request`, retrying retryable failures, and decodes
-    /// the answer. Every typed operation of this client goes through here.
+    /// the answer. Every typed operation of this client goes through here (or through
+    /// [`call_as`](Self::call_as)): reads are retried freely, writes are taken as safe to
+    /// send again (see [`Resend`]).
     pub(crate) async fn call<Req, Resp>(
         &self,
         op: &'static str,
@@ -95,29 +97,107 @@ impl DynamoClient {
         Req: Serialize + ?Sized,
         Resp: DeserializeOwned,
     {
+        let resend = if is_read_operation(op) {
+            Resend::Read
+        } else {
+            Resend::Always
+        };
+        self.call_as(op, request, resend).await
+    }
+
+    /// Like [`call`](Self::call), for a request whose [`Resend`] policy the caller knows.
+    pub(crate) async fn call_as<Req, Resp>(
+        &self,
+        op: &'static str,
+        request: &Req,
+        resend: Resend,
+    ) -> Result<Resp, DynamoError>
+    where
+        Req: Serialize + ?Sized,
+        Resp: DeserializeOwned,
+    {
         let body = serde_json::to_vec(request)
             .map(Bytes::from)
             .map_err(|e| DynamoError::InvalidRequest(format!("{op}: cannot encode: {e}")))?;
         let span = tracing::debug_span!("dynamodb", op, endpoint = %self.inner.url, attempts = tracing::field::Empty);
-        self.call_with_retries(op, body).instrument(span).await
+        self.call_with_retries(op, body, resend)
+            .instrument(span)
+            .await
     }
 
+    /// Sends `body` until it gets a definite answer, a final error, or the retry bound.
+    ///
+    /// # What is retried, and why that is safe
+    ///
+    /// A failure is retried when [`DynamoError::is_retryable`] says so: throttling (the
+    /// request was refused, nothing applied), `TransactionInProgressException` (an earlier
+    /// attempt of the same transaction is being applied), a 5xx, or no answer at all. The
+    /// last two are *ambiguous*: the request may have been applied before the answer was
+    /// lost, and the retry sends it again. That is safe when applying it twice is the same
+    /// as applying it once, or when the second application cannot happen:
+    ///
+    /// - reads change nothing;
+    /// - PutItem and DeleteItem set the item to a fixed state (a second application writes
+    ///   the same item, or deletes an item already gone), as does an UpdateItem that only
+    ///   `SET`s attributes to values or `REMOVE`s them; so do BatchWriteItem's puts and
+    ///   deletes;
+    /// - TransactWriteItems carries a `ClientRequestToken`, with which DynamoDB applies a
+    ///   transaction at most once (within ten minutes) and answers a retry of one still
+    ///   running with `TransactionInProgressException`;
+    /// - a conditional write whose own effect falsifies its condition (`attribute_not_exists`
+    ///   on a put, `generation = :g` on a write that raises the generation) can only fail
+    ///   its condition when sent again. That failure is not a rival's doing: it comes back
+    ///   wrapped in [`DynamoError::AfterAmbiguousAttempt`], which is ambiguous.
+    ///
+    /// What is not safe is an UpdateItem whose expression builds on the value it finds
+    /// (`SET #n = #n + :one`, `ADD`, `list_append`) with no condition to stop a second
+    /// application: sent again, it counts twice. Such a request ([`Resend::IfDefinite`])
+    /// is only retried after definite failures (throttling); after an ambiguous one, that
+    /// error is returned at once, unless the caller opted in with
+    /// [`UpdateItem::resend_if_ambiguous`](super::UpdateItem::resend_if_ambiguous). A
+    /// condition that the write does not falsify (`attribute_exists(#pk)` on a counter)
+    /// does not protect it either: the client cannot tell, so such a caller must not
+    /// opt in.
+    ///
+    /// Ambiguity is tracked over the whole call: once an attempt of a write was ambiguous,
+    /// any error the call ends with is ambiguous too (see [`DynamoError::is_ambiguous`]).
     async fn call_with_retries<Resp: DeserializeOwned>(
         &self,
         op: &'static str,
         body: Bytes,
+        resend: Resend,
     ) -> Result<Resp, DynamoError> {
         let retry = &self.inner.retry;
         let started = Instant::now();
         let mut attempts = 0;
+        // The first attempt of a write that got no definite answer, and its error.
+        let mut earlier_ambiguous: Option<(u32, DynamoError)> = None;
         loop {
             attempts += 1;
             tracing::Span::current().record("attempts", attempts);
             let error = match self.send_once(op, &body).await {
                 Ok(resp) => return Ok(resp),
-                Err(e) if !e.is_retryable() => return Err(e),
                 Err(e) => e,
             };
+            let ambiguous = resend != Resend::Read && error.is_ambiguous();
+            let may_count_twice = ambiguous && resend == Resend::IfDefinite;
+            if may_count_twice && error.is_retryable() {
+                tracing::warn!(%error, attempts, "not sending again a write that may count twice");
+            }
+            if may_count_twice || !error.is_retryable() {
+                return Err(match earlier_ambiguous {
+                    Some((first_ambiguous_attempt, earlier)) => {
+                        DynamoError::AfterAmbiguousAttempt {
+                            operation: op,
+                            attempts,
+                            first_ambiguous_attempt,
+                            earlier: Box::new(earlier),
+                            last: Box::new(error),
+                        }
+                    }
+                    None => error,
+                });
+            }
             let Some(delay) = retry.next_delay(attempts, started) else {
                 tracing::warn!(%error, attempts, "giving up");
                 return Err(DynamoError::RetriesExhausted {
@@ -125,9 +205,13 @@ impl DynamoClient {
                     attempts,
                     elapsed: started.elapsed(),
                     last: Box::new(error),
+                    earlier_attempt_may_have_applied: earlier_ambiguous.is_some(),
                 });
             };
             tracing::debug!(%error, ?delay, "retrying");
+            if ambiguous && earlier_ambiguous.is_none() {
+                earlier_ambiguous = Some((attempts, error));
+            }
             tokio::time::sleep(delay).await;
         }
     }
@@ -166,6 +250,20 @@ impl DynamoClient {
         let bytes = response.bytes().await.map_err(transport)?;
         parse_response(op, &inner.url, status, &bytes)
     }
+}
+
+/// Whether a request may be sent again after an attempt that got no definite answer.
+/// See [`DynamoClient::call_with_retries`] for why each case is safe.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Resend {
+    /// It only reads: retried freely, and its failures carry no "may have applied".
+    Read,
+    /// A write that applying twice does no harm, or whose second application its own
+    /// condition refuses: retried after any retryable failure.
+    Always,
+    /// A write that may count twice: retried only after failures that say it was not
+    /// applied (throttling); an ambiguous failure is returned at once.
+    IfDefinite,
 }
 
 /// A header value, marked sensitive where it carries a secret so that reqwest's and

@@ -9,6 +9,15 @@ use super::attr::Item;
 /// Server errors carry DynamoDB's own code and message. Use [`DynamoError::is_retryable`]
 /// to tell passing faults from final ones; the client has already retried the former
 /// (within its [`RetryConfig`](super::RetryConfig)) before handing one back.
+///
+/// Use [`DynamoError::is_ambiguous`] to tell whether a write that failed may nonetheless
+/// have been applied. That is judged over the whole call, not only its last attempt: when
+/// an earlier attempt of a write got no definite answer (no answer, a 5xx, a transaction
+/// still in progress) and a later attempt failed for another reason, the error comes back
+/// as [`DynamoError::AfterAmbiguousAttempt`] wrapping the last attempt's error, or as
+/// [`DynamoError::RetriesExhausted`] with `earlier_attempt_may_have_applied` set. The
+/// typical case: a conditional PutItem applies, its answer is lost, and the retry fails its
+/// own condition because of the first attempt's write. That is not a rival's doing.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum DynamoError {
@@ -50,9 +59,15 @@ pub enum DynamoError {
     },
 
     /// The server answered with something that is not a DynamoDB answer at all: an HTML
-    /// page from a proxy, a body that is not JSON, a JSON body missing a required field.
+    /// page from a proxy, a body that is not JSON, a JSON body missing a required field,
+    /// an error body under a 2xx status.
+    ///
+    /// A 2xx status means DynamoDB accepted the request: for a write, this error is
+    /// [ambiguous](DynamoError::is_ambiguous) (the write may well have applied), and it is
+    /// not retried.
     #[error(
-        "{operation}: unusable answer from {endpoint} (HTTP {status}): {problem}; body starts: {excerpt:?}"
+        "{operation}: unusable answer from {endpoint} (HTTP {status}){}: {problem}; body starts: {excerpt:?}",
+        accepted_note(.operation, *.status)
     )]
     MalformedResponse {
         /// The operation.
@@ -81,7 +96,14 @@ pub enum DynamoError {
     },
 
     /// A retryable fault kept happening until the attempt or time bound ran out.
-    #[error("{operation}: gave up after {attempts} attempts in {elapsed:?}; last error: {last}")]
+    ///
+    /// It is [ambiguous](DynamoError::is_ambiguous) if its last attempt was, or if
+    /// `earlier_attempt_may_have_applied` is set (say, a 500 and then throttling until the
+    /// bound ran out).
+    #[error(
+        "{operation}: gave up after {attempts} attempts in {elapsed:?}{}; last error: {last}",
+        if *.earlier_attempt_may_have_applied { " (an earlier attempt got no definite answer: the write may have applied)" } else { "" }
+    )]
     RetriesExhausted {
         /// The operation.
         operation: &'static str,
@@ -89,6 +111,36 @@ pub enum DynamoError {
         attempts: u32,
         /// Time from the first attempt to giving up.
         elapsed: Duration,
+        /// The last attempt's error.
+        last: Box<DynamoError>,
+        /// Whether an attempt before the last got no definite answer (no answer, a 5xx, a
+        /// transaction still in progress), so that the write may have been applied. Never
+        /// set for reads.
+        earlier_attempt_may_have_applied: bool,
+    },
+
+    /// A write call failed on its last attempt after an earlier attempt got no definite
+    /// answer: whatever `last` says, the write may have been applied by that earlier
+    /// attempt. Always [ambiguous](DynamoError::is_ambiguous).
+    ///
+    /// A `ConditionalCheckFailed` wrapped here most likely failed on the earlier attempt's
+    /// own write: compare the old item ([`DynamoError::old_item`] looks through this
+    /// wrapper) with what was written before concluding that a rival wrote it.
+    /// [`code`](DynamoError::code), [`is_condition_failure`](DynamoError::is_condition_failure)
+    /// and [`is_retryable`](DynamoError::is_retryable) answer for `last`;
+    /// [`underlying`](DynamoError::underlying) gives it.
+    #[error(
+        "{last} (after attempt {first_ambiguous_attempt} of {attempts} got no definite answer: {earlier}; that earlier attempt may have applied the write)"
+    )]
+    AfterAmbiguousAttempt {
+        /// The operation.
+        operation: &'static str,
+        /// How many attempts were made.
+        attempts: u32,
+        /// The first attempt (from 1) that got no definite answer.
+        first_ambiguous_attempt: u32,
+        /// That attempt's error.
+        earlier: Box<DynamoError>,
         /// The last attempt's error.
         last: Box<DynamoError>,
     },
@@ -203,37 +255,84 @@ const THROTTLING_CODES: &[&str] = &[
     "LimitExceededException",
 ];
 
+/// The answer to a retry of a `TransactWriteItems` whose earlier attempt, with the same
+/// `ClientRequestToken`, is still being applied: retried with backoff, and ambiguous.
+pub(crate) const TRANSACTION_IN_PROGRESS: &str = "TransactionInProgressException";
+
+/// Operations that change nothing: their failures are never ambiguous for lack of an
+/// effect. Every other operation is taken as a write.
+const READ_OPERATIONS: &[&str] = &[
+    "GetItem",
+    "BatchGetItem",
+    "TransactGetItems",
+    "Query",
+    "Scan",
+    "DescribeTable",
+    "DescribeTimeToLive",
+    "ListTables",
+];
+
+/// Whether `operation` only reads.
+pub(crate) fn is_read_operation(operation: &str) -> bool {
+    READ_OPERATIONS.contains(&operation)
+}
+
+/// What a malformed answer's Display adds when its status says a write was accepted.
+fn accepted_note(operation: &str, status: u16) -> &'static str {
+    if (200..300).contains(&status) && !is_read_operation(operation) {
+        ", which says the write was accepted: it may have applied"
+    } else {
+        ""
+    }
+}
+
 impl DynamoError {
-    /// Whether the same request may succeed if sent again: throttling, a 5xx, no answer.
+    /// Whether the same request may succeed if sent again: throttling, a 5xx, no answer,
+    /// a transaction still in progress.
     pub fn is_retryable(&self) -> bool {
         match self {
             Self::Service { status, code, .. } => {
-                *status >= 500 || THROTTLING_CODES.contains(&code.as_str())
+                *status >= 500
+                    || THROTTLING_CODES.contains(&code.as_str())
+                    || code == TRANSACTION_IN_PROGRESS
             }
             Self::MalformedResponse { status, .. } => *status >= 500,
             Self::Transport { .. } => true,
+            Self::AfterAmbiguousAttempt { last, .. } => last.is_retryable(),
             _ => false,
         }
     }
 
-    /// Whether a write that ended with this error may nonetheless have been applied:
-    /// the request left but no definite answer came back.
+    /// Whether a write that ended with this error may nonetheless have been applied, by
+    /// its last attempt or by any earlier one: the request left but no definite answer came
+    /// back (no answer, a 5xx, a 2xx that could not be read, a transaction still in
+    /// progress), or a later attempt's error followed such an attempt.
     pub fn is_ambiguous(&self) -> bool {
         match self {
-            Self::Transport { .. } => true,
-            Self::Service { status, .. } | Self::MalformedResponse { status, .. } => *status >= 500,
-            Self::RetriesExhausted { last, .. } => last.is_ambiguous(),
+            Self::Transport { .. } | Self::AfterAmbiguousAttempt { .. } => true,
+            Self::Service { status, code, .. } => *status >= 500 || code == TRANSACTION_IN_PROGRESS,
+            Self::MalformedResponse {
+                status, operation, ..
+            } => *status >= 500 || !accepted_note(operation, *status).is_empty(),
+            Self::RetriesExhausted {
+                last,
+                earlier_attempt_may_have_applied,
+                ..
+            } => *earlier_attempt_may_have_applied || last.is_ambiguous(),
             _ => false,
         }
     }
 
-    /// Whether this is a failed condition (for a transaction: any item's condition).
+    /// Whether this is a failed condition (for a transaction: any item's condition). Also
+    /// true of one that followed an ambiguous attempt: check
+    /// [`is_ambiguous`](Self::is_ambiguous) before blaming a rival.
     pub fn is_condition_failure(&self) -> bool {
         match self {
             Self::ConditionalCheckFailed { .. } => true,
             Self::TransactionCanceled { reasons, .. } => {
                 reasons.iter().any(|r| r.code == "ConditionalCheckFailed")
             }
+            Self::AfterAmbiguousAttempt { last, .. } => last.is_condition_failure(),
             _ => false,
         }
     }
@@ -244,8 +343,28 @@ impl DynamoError {
             Self::Service { code, .. } => Some(code),
             Self::ConditionalCheckFailed { .. } => Some("ConditionalCheckFailedException"),
             Self::TransactionCanceled { .. } => Some("TransactionCanceledException"),
-            Self::RetriesExhausted { last, .. } => last.code(),
+            Self::RetriesExhausted { last, .. } | Self::AfterAmbiguousAttempt { last, .. } => {
+                last.code()
+            }
             _ => None,
+        }
+    }
+
+    /// The item as it stood when a condition failed, if the server sent it back: from a
+    /// `ConditionalCheckFailed`, wrapped in `AfterAmbiguousAttempt` or not.
+    pub fn old_item(&self) -> Option<&Item> {
+        match self.underlying() {
+            Self::ConditionalCheckFailed { old_item, .. } => old_item.as_deref(),
+            _ => None,
+        }
+    }
+
+    /// This error without its `AfterAmbiguousAttempt` wrapper: the last attempt's error.
+    /// Any other error is itself.
+    pub fn underlying(&self) -> &DynamoError {
+        match self {
+            Self::AfterAmbiguousAttempt { last, .. } => last,
+            other => other,
         }
     }
 }

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 
 use super::attr::Item;
-use super::client::DynamoClient;
+use super::client::{DynamoClient, Resend};
 use super::error::DynamoError;
 
 /// Placeholders shared by every expression of one request (`#name` and `:value`).
@@ -208,6 +208,11 @@ pub struct UpdateItem {
     /// What to return when the condition fails.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub return_values_on_condition_check_failure: Option<OnConditionFailure>,
+    /// Whether the client may send this request again after an attempt that got no
+    /// definite answer, even though it [counts twice](Self::may_count_twice) if applied
+    /// twice. Not sent to DynamoDB. Default `false`.
+    #[serde(skip)]
+    pub resend_if_ambiguous: bool,
 }
 
 impl UpdateItem {
@@ -221,8 +226,38 @@ impl UpdateItem {
             expressions: ExpressionAttributes::default(),
             return_values: None,
             return_values_on_condition_check_failure: None,
+            resend_if_ambiguous: false,
         }
     }
+
+    /// Lets the client's retries send this request again after an attempt that got no
+    /// answer or a 5xx, although [it may count twice](Self::may_count_twice): for callers
+    /// whose condition refuses a second application, or who accept one.
+    pub fn resend_if_ambiguous(mut self) -> Self {
+        self.resend_if_ambiguous = true;
+        self
+    }
+
+    /// Whether applying this update twice may differ from applying it once: it has no
+    /// condition, and its expression builds on the values it finds (arithmetic `+` or `-`,
+    /// an `ADD` clause, `list_append`). Such an update is not sent again after an attempt
+    /// that may have applied, unless [`resend_if_ambiguous`](Self::resend_if_ambiguous)
+    /// was asked; its ambiguous error is returned instead.
+    pub fn may_count_twice(&self) -> bool {
+        self.condition_expression.is_none() && builds_on_found_values(&self.update_expression)
+    }
+}
+
+/// Whether an update expression reads the values it changes. Placeholders (`#add`,
+/// `:plus`) and attribute names only hold letters, digits and `_`, so any `+` or `-` is
+/// arithmetic; `ADD` is a reserved word, so as a whole word it is the clause.
+fn builds_on_found_values(expression: &str) -> bool {
+    expression.contains(['+', '-'])
+        || expression
+            .split(|c: char| !(c.is_ascii_alphanumeric() || matches!(c, '_' | '#' | ':')))
+            .any(|word| {
+                word.eq_ignore_ascii_case("ADD") || word.eq_ignore_ascii_case("list_append")
+            })
 }
 
 /// A DeleteItem request.
@@ -291,9 +326,16 @@ impl DynamoClient {
     }
 
     /// UpdateItem: changes some attributes of an item (creating it if absent), if its
-    /// condition holds.
+    /// condition holds. One that [may count twice](UpdateItem::may_count_twice) is not
+    /// sent again after an attempt that got no definite answer: that ambiguous error is
+    /// returned instead.
     pub async fn update_item(&self, request: &UpdateItem) -> Result<WriteOutput, DynamoError> {
-        self.call("UpdateItem", request).await
+        let resend = if request.may_count_twice() && !request.resend_if_ambiguous {
+            Resend::IfDefinite
+        } else {
+            Resend::Always
+        };
+        self.call_as("UpdateItem", request, resend).await
     }
 
     /// DeleteItem: removes an item, if its condition holds.
@@ -325,6 +367,34 @@ mod tests {
                 "ReturnValuesOnConditionCheckFailure": "ALL_OLD",
             })
         );
+    }
+
+    #[test]
+    fn updates_that_build_on_found_values_may_count_twice_unless_conditional() {
+        let update = |expression: &str| UpdateItem::new("t", Item::new(), expression);
+        for counting in [
+            "SET #n = #n + :one",
+            "SET n = n-:one",
+            "ADD #n :one",
+            "SET #v = :v add #n :one",
+            "SET #l = list_append(#l, :more)",
+        ] {
+            assert!(update(counting).may_count_twice(), "{counting}");
+            assert!(
+                !update(counting).condition("#g = :g").may_count_twice(),
+                "{counting}"
+            );
+        }
+        for fixed in [
+            "SET #add = :address, #plus = :v",
+            "SET address = :add REMOVE #x",
+            "SET #n = if_not_exists(#n, :zero)",
+            "DELETE #s :members",
+        ] {
+            assert!(!update(fixed).may_count_twice(), "{fixed}");
+        }
+        let json = serde_json::to_value(update("ADD #n :one").resend_if_ambiguous()).unwrap();
+        assert!(json.get("ResendIfAmbiguous").is_none(), "{json}");
     }
 
     #[test]

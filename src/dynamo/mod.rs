@@ -10,6 +10,8 @@ mod batch;
 mod client;
 mod error;
 mod item;
+#[cfg(test)]
+mod parse_props;
 mod query;
 mod response;
 mod retry;

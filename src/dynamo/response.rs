@@ -24,7 +24,19 @@ pub(crate) fn parse_response<Resp: DeserializeOwned>(
         excerpt: excerpt(body),
     };
     if (200..300).contains(&status) {
-        return serde_json::from_slice(body)
+        // Read into a value first, to see an error body under a 2xx status (from a proxy,
+        // or a server that got it wrong) before an answer whose fields are all optional
+        // takes it for a success.
+        let value: serde_json::Value = serde_json::from_slice(body)
+            .map_err(|e| malformed(format!("not a valid {op} answer ({e})")))?;
+        if let Some(kind) = value.get("__type") {
+            let kind = kind.as_str().unwrap_or("(not a string)");
+            return Err(malformed(format!(
+                "an error body ({}) under a success status",
+                error_code(kind)
+            )));
+        }
+        return serde_json::from_value(value)
             .map_err(|e| malformed(format!("not a valid {op} answer ({e})")));
     }
     let wire: WireError = serde_json::from_slice(body)
@@ -32,8 +44,7 @@ pub(crate) fn parse_response<Resp: DeserializeOwned>(
     let Some(kind) = wire.kind else {
         return Err(malformed("error body without __type".into()));
     };
-    // `com.amazonaws.dynamodb.v20120810#ResourceNotFoundException` -> the part after '#'.
-    let code = kind.rsplit('#').next().unwrap_or(&kind).to_owned();
+    let code = error_code(&kind).to_owned();
     let message = wire
         .message_upper
         .or(wire.message_lower)
@@ -89,6 +100,11 @@ struct WireReason {
     code: Option<String>,
     message: Option<String>,
     item: Option<Item>,
+}
+
+/// `com.amazonaws.dynamodb.v20120810#ResourceNotFoundException` -> the part after '#'.
+fn error_code(kind: &str) -> &str {
+    kind.rsplit('#').next().unwrap_or(kind)
 }
 
 fn excerpt(body: &[u8]) -> String {
@@ -185,6 +201,31 @@ mod tests {
             assert!(text.contains(expected), "{body}: {text}");
             assert!(text.contains(&format!("HTTP {status}")), "{text}");
         }
+    }
+
+    #[test]
+    fn an_error_body_under_a_success_status_is_not_a_success() {
+        #[derive(Debug, Deserialize)]
+        struct AllOptional {
+            #[allow(dead_code)]
+            #[serde(rename = "Attributes")]
+            attributes: Option<Item>,
+        }
+        let body = br#"{"__type":"x#ConditionalCheckFailedException","message":"failed"}"#;
+        for (op, ambiguous) in [("PutItem", true), ("GetItem", false)] {
+            let e = parse_response::<AllOptional>(op, "http://h/", 200, body).unwrap_err();
+            assert!(
+                matches!(e, DynamoError::MalformedResponse { status: 200, .. }),
+                "{e:?}"
+            );
+            assert_eq!(e.is_ambiguous(), ambiguous, "{op}: {e:?}");
+            assert!(!e.is_retryable(), "{e:?}");
+            let text = e.to_string();
+            assert!(text.contains("ConditionalCheckFailedException"), "{text}");
+            assert_eq!(text.contains("may have applied"), ambiguous, "{text}");
+        }
+        // Without `__type` the same shape is an answer.
+        assert!(parse_response::<AllOptional>("PutItem", "http://h/", 200, b"{}").is_ok());
     }
 
     #[test]

@@ -10,6 +10,16 @@ use std::time::Duration;
 /// `max_attempts` attempts, or when the next delay would end past `max_elapsed` from the
 /// first attempt, whichever comes first.
 ///
+/// A 5xx or a lost answer leaves a write *ambiguous*: it may have been applied. Sending it
+/// again is safe for reads, puts, deletes, updates that only set values, transactions
+/// (their `ClientRequestToken` makes DynamoDB apply them once), and conditional writes
+/// whose own effect falsifies their condition (the retry then fails that condition, and
+/// the error says an earlier attempt may have applied: see
+/// [`DynamoError::is_ambiguous`](super::DynamoError::is_ambiguous)). An unconditional
+/// update that [may count twice](super::UpdateItem::may_count_twice) (`ADD`, `#n + :one`)
+/// is not sent again after an ambiguous failure unless it asks to be
+/// ([`UpdateItem::resend_if_ambiguous`](super::UpdateItem::resend_if_ambiguous)).
+///
 /// ```
 /// use std::time::Duration;
 /// use dynacommit::dynamo::RetryConfig;
