@@ -129,6 +129,14 @@ impl DynamoLeaseTable {
         };
         match self.put(&broken, &record.unchanged()).await? {
             PutOutcome::Written => Ok(true),
+            // An earlier attempt of this break (its answer lost) or another operator's.
+            PutOutcome::Conflict(Some(found))
+                if found.released
+                    && found.generation == next
+                    && found.owner.as_deref() == Some(BROKEN_BY_OPERATOR) =>
+            {
+                Ok(true)
+            }
             PutOutcome::Conflict(_) => Ok(false),
         }
     }
@@ -253,18 +261,26 @@ fn conditional_put(table: &str, record: &LeaseRecord, expect: &Expect) -> PutIte
 impl LeaseTable for DynamoLeaseTable {
     async fn put(&self, record: &LeaseRecord, expect: &Expect) -> Result<PutOutcome, TableError> {
         let request = conditional_put(&self.table, record, expect);
-        match self.client.put_item(&request).await {
-            Ok(_) => Ok(PutOutcome::Written),
-            Err(DynamoError::ConditionalCheckFailed {
+        let error = match self.client.put_item(&request).await {
+            Ok(_) => return Ok(PutOutcome::Written),
+            Err(e) => e,
+        };
+        // A failed condition is a conflict even when an earlier attempt of this call may
+        // have applied (the client retried after a lost answer): the record that stood at
+        // the retry is what the caller needs, and every writer recognises its own record
+        // by its owner nonce. A lingering earlier attempt can still land later, which the
+        // protocol allows for (docs/protocol.md).
+        match error.underlying() {
+            DynamoError::ConditionalCheckFailed {
                 old_item: Some(old),
                 ..
-            }) => Ok(PutOutcome::Conflict(Some(from_item(&old)?))),
-            Err(DynamoError::ConditionalCheckFailed { old_item: None, .. }) => {
+            } => Ok(PutOutcome::Conflict(Some(from_item(old)?))),
+            DynamoError::ConditionalCheckFailed { old_item: None, .. } => {
                 // The server did not send the old item back: read it ourselves.
                 let current = self.get(&record.path, &record.etag).await?;
                 Ok(PutOutcome::Conflict(current))
             }
-            Err(e) => Err(e.into()),
+            _ => Err(error.into()),
         }
     }
 

@@ -129,6 +129,9 @@ pub struct ScriptedStore {
     /// Puts go out after a random delay from this range (ms), in a task of their own
     /// (see [`super::Counters::slowed`]); needs `counters`.
     pub slow_puts: Option<std::ops::Range<u64>>,
+    /// When armed, the next HEAD reads the object at once and holds its answer this long
+    /// (a stalled read whose answer is stale when it arrives).
+    pub stall_next_head: Arc<Mutex<Option<Duration>>>,
 }
 
 impl ScriptedStore {
@@ -140,6 +143,18 @@ impl ScriptedStore {
             retry_torn_reads: false,
             counters: None,
             slow_puts: None,
+            stall_next_head: Arc::default(),
+        }
+    }
+
+    /// HEADs whose answers are held when `stall` is armed.
+    pub fn stalling_heads(
+        inner: Arc<dyn ObjectStore>,
+        stall: Arc<Mutex<Option<Duration>>>,
+    ) -> Self {
+        Self {
+            stall_next_head: stall,
+            ..Self::plain(inner)
         }
     }
 
@@ -272,6 +287,15 @@ impl ObjectStore for ScriptedStore {
 
     async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
         self.count();
+        let stall = options
+            .head
+            .then(|| self.stall_next_head.lock().unwrap().take())
+            .flatten();
+        if let Some(stall) = stall {
+            let answer = self.inner.get_opts(location, options).await;
+            tokio::time::sleep(stall).await;
+            return answer;
+        }
         if self.retry_torn_reads && !options.head {
             self.whole_read(location, options).await
         } else {
