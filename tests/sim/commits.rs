@@ -178,6 +178,10 @@ fn check(
                 continue;
             };
             let before = i.checked_sub(1).map(|j| &applied[j]);
+            if before.is_some_and(|b| b.payload == write.payload) {
+                // The same write applied again by its client's retry, nothing in between.
+                continue;
+            }
             match (&op.kind, before) {
                 (Kind::Create, None) => acknowledged_creates += usize::from(op.acknowledged),
                 (Kind::Create, Some(before)) => world.violation(format!(
@@ -200,6 +204,26 @@ fn check(
                     ))
                 )),
             }
+        }
+        if std::env::var_os("DYNACOMMIT_SIM_TRACE").is_some() {
+            let line: Vec<String> = applied
+                .iter()
+                .map(|w| {
+                    let op = ops.get(&w.payload);
+                    format!(
+                        "{}={}{:?}{}",
+                        w.etag,
+                        w.payload,
+                        op.map(|o| &o.kind),
+                        if op.is_some_and(|o| o.acknowledged) {
+                            " ack"
+                        } else {
+                            ""
+                        }
+                    )
+                })
+                .collect();
+            eprintln!("{path}: {}", line.join(" -> "));
         }
         if acknowledged_creates > 1 {
             world.violation(format!(

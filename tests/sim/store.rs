@@ -47,6 +47,8 @@ enum Fate {
     Failed,
     /// The first attempt lingers for this long after the (retry's) definite error.
     KnownErrorAfterRetry(Duration),
+    /// Applied, then applied again by the client's retry this much later.
+    Duplicated(Duration),
 }
 
 fn generic(message: &str) -> object_store::Error {
@@ -102,6 +104,10 @@ impl SimStore {
         edge += p.store_known_error_after_retry;
         if roll < edge {
             return Fate::KnownErrorAfterRetry(self.world.upto(T));
+        }
+        edge += p.store_duplicated;
+        if roll < edge {
+            return Fate::Duplicated(self.world.upto(T));
         }
         Fate::Normal
     }
@@ -173,6 +179,11 @@ impl ObjectStore for StoreLink {
                     Err(generic("timed out waiting for the answer"))
                 }
                 Fate::Failed => Err(generic("500 Internal Server Error, not applied")),
+                Fate::Duplicated(retry_after) => {
+                    store.apply(&location, body.clone());
+                    tokio::time::sleep(retry_after).await;
+                    Ok(store.apply(&location, body))
+                }
                 Fate::KnownErrorAfterRetry(linger) => {
                     // Attempt 1 is stuck in the store; the client's retry is refused.
                     let _ = answer.send(Err(object_store::Error::PermissionDenied {

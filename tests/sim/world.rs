@@ -54,6 +54,10 @@ pub struct Profile {
     /// Object write answered `PermissionDenied` by a retry while the first attempt
     /// lingers and lands up to T after the answer.
     pub store_known_error_after_retry: f64,
+    /// Object write applied twice: the answer to the first attempt is lost, the client
+    /// retries after up to T, and the retry applies again (a new ETag) and is answered.
+    /// Off in the mixed profile: see `a_duplicated_write_is_a_known_gap`.
+    pub store_duplicated: f64,
     /// HEAD or GET stalled (its answer, read on arrival, held up to 4 T).
     pub store_read_stall: f64,
     /// An operation crashes (its future dropped) at a random point within 3 T.
@@ -81,6 +85,7 @@ impl Profile {
             store_lost_answer: 0.02,
             store_failed: 0.02,
             store_known_error_after_retry: 0.03,
+            store_duplicated: 0.0,
             store_read_stall: 0.08,
             crash: 0.15,
             max_think: Duration::from_millis(2500),
