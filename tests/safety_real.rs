@@ -402,3 +402,84 @@ async fn a_renewal_landing_after_the_release_does_not_resurrect_the_lease() {
         "without the bump the late renewal should have resurrected it: the test shows nothing"
     );
 }
+
+/// A lease table whose first reclaim answers "timed out" at once and reaches DynamoDB
+/// 100 ms later, in a task of its own: the writer's read-back sees the record before it.
+#[derive(Debug)]
+struct LateReclaim {
+    inner: DynamoLeaseTable,
+    armed: std::sync::atomic::AtomicBool,
+}
+
+#[async_trait]
+impl LeaseTable for LateReclaim {
+    async fn put(&self, record: &LeaseRecord, expect: &Expect) -> Result<PutOutcome, TableError> {
+        let reclaim = matches!(expect, Expect::Unchanged { .. });
+        if !reclaim || !self.armed.swap(false, std::sync::atomic::Ordering::SeqCst) {
+            return self.inner.put(record, expect).await;
+        }
+        let (inner, record, expect) = (self.inner.clone(), record.clone(), expect.clone());
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(100)).await;
+            inner.put(&record, &expect).await
+        });
+        Err(TableError::Injected {
+            message: "timed out; the request is still on its way".into(),
+            ambiguous: true,
+        })
+    }
+
+    async fn get(&self, path: &str, etag: &str) -> Result<Option<LeaseRecord>, TableError> {
+        self.inner.get(path, etag).await
+    }
+
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+}
+
+/// A writer reclaims a dead holder's lease, its reclaim lands after its answer: how long
+/// from the reclaim until it holds the lease.
+async fn reclaim_landing_late(planted: Option<PlantedBug>) -> Duration {
+    let table = fresh_table().await;
+    let no_check = || async { Ok::<(), std::convert::Infallible>(()) };
+    let dead = LeaseManager::new(Arc::new(table.clone()), config(table.table_name()))
+        .unwrap()
+        .acquire("p", "*", no_check)
+        .await
+        .unwrap();
+    drop(dead);
+    let mut leases = LeaseManager::new(
+        Arc::new(LateReclaim {
+            inner: table.clone(),
+            armed: true.into(),
+        }),
+        config(table.table_name()),
+    )
+    .unwrap();
+    if let Some(bug) = planted {
+        leases = leases.with_planted_bug(bug);
+    }
+    let started = std::time::Instant::now();
+    let lease = leases.acquire("p", "*", no_check).await.unwrap();
+    // The dead holder's lease is reclaimed after timeout x skew; the rest is waiting.
+    let waited = started.elapsed() - LEASE * 3;
+    assert!(lease.was_taken_over());
+    waited
+}
+
+#[tokio::test]
+async fn a_reclaim_that_lands_after_its_answer_is_recognised_within_a_poll() {
+    let waited = reclaim_landing_late(None).await;
+    // It lands 100 ms after the answer; the next poll (20 ms) sees it; requests on a
+    // loaded machine take their share.
+    assert!(
+        waited < Duration::from_millis(500),
+        "waited {waited:?} on its own lease"
+    );
+    let planted = reclaim_landing_late(Some(PlantedBug::NoSelfRecognitionWhileWaiting)).await;
+    assert!(
+        planted >= LEASE * 3,
+        "without recognition it should wait timeout x skew on itself, waited {planted:?}"
+    );
+}
