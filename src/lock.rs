@@ -108,15 +108,26 @@ impl LockClient {
     /// Waits until the lock on `key` is ours, advertising `value`. Cancel by dropping the
     /// future (or use [`acquire_until`](Self::acquire_until)).
     pub async fn acquire(&self, key: &str, value: &str) -> Result<LockGuard, LockError> {
-        let lease = self
-            .leases
-            .acquire_with_value(key, LOCK_ETAG, value, || async { Ok::<(), Never>(()) })
-            .await
-            .map_err(|e| match e {
-                AcquireError::Lease(e) => e,
-                AcquireError::Check(never) => match never {},
-            })?;
-        Ok(LockGuard::start(self.leases.clone(), lease))
+        loop {
+            let mut lease = self
+                .leases
+                .acquire_with_value(key, LOCK_ETAG, value, || async { Ok::<(), Never>(()) })
+                .await
+                .map_err(|e| match e {
+                    AcquireError::Lease(e) => e,
+                    AcquireError::Check(never) => match never {},
+                })?;
+            // A guard is handed out only with a lease fresh enough to lead on: one won
+            // through a slow or lost answer is renewed first, and if someone took it
+            // meanwhile, we wait our turn again.
+            match self.leases.refresh(&mut lease).await {
+                Ok(()) => return Ok(LockGuard::start(self.leases.clone(), lease)),
+                Err(LeaseError::Lost { reason, .. }) => {
+                    tracing::debug!(key, %reason, "lock lost before it could be used; waiting again");
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
     }
 
     /// [`acquire`](Self::acquire) until `cancelled` completes: `Ok(None)` if it did first.
@@ -141,8 +152,14 @@ impl LockClient {
         key: &str,
         value: &str,
     ) -> Result<Option<LockGuard>, LockError> {
-        let lease = self.leases.try_acquire(key, LOCK_ETAG, Some(value)).await?;
-        Ok(lease.map(|lease| LockGuard::start(self.leases.clone(), lease)))
+        let Some(mut lease) = self.leases.try_acquire(key, LOCK_ETAG, Some(value)).await? else {
+            return Ok(None);
+        };
+        match self.leases.refresh(&mut lease).await {
+            Ok(()) => Ok(Some(LockGuard::start(self.leases.clone(), lease))),
+            Err(LeaseError::Lost { .. }) => Ok(None),
+            Err(e) => Err(e.into()),
+        }
     }
 
     /// Who holds the lock on `key`, as far as the table says.
@@ -180,6 +197,8 @@ pub struct LockGuard {
     lost: watch::Receiver<Option<String>>,
     stop: Option<oneshot::Sender<()>>,
     renewal: Option<JoinHandle<Lease>>,
+    /// A lease whose release failed, kept for the next call to try again.
+    unreleased: Option<Lease>,
 }
 
 impl LockGuard {
@@ -208,6 +227,7 @@ impl LockGuard {
             lost,
             stop: Some(stop),
             renewal: Some(renewal),
+            unreleased: None,
         }
     }
 
@@ -245,18 +265,34 @@ impl LockGuard {
     }
 
     /// Stops renewing and releases the lock, conditional on our own generation: never
-    /// touches another holder's record. Idempotent.
+    /// touches another holder's record. Idempotent once it has succeeded; a release that
+    /// failed (the table did not answer) is tried again by the next call. A lock already
+    /// lost is still released if its record turns out to be ours, and reported as
+    /// [`LockError::LostBeforeRelease`].
     pub async fn release(&mut self) -> Result<(), LockError> {
-        let Some(lease) = self.stop_renewal().await else {
-            return Ok(());
+        let lease = match self.unreleased.take() {
+            Some(lease) => lease,
+            None => match self.stop_renewal().await {
+                Some(lease) => lease,
+                None => return Ok(()),
+            },
         };
-        if let Some(reason) = self.lost.borrow().clone() {
+        let lost = self.lost.borrow().clone();
+        if let Some(reason) = lost {
+            // The record may still be ours (a renewal not confirmed in time is not a
+            // renewal refused): release it if so; the release is conditional.
+            self.leases.release_quietly(lease).await;
             return Err(LockError::LostBeforeRelease {
                 key: self.key.clone(),
                 reason,
             });
         }
-        self.leases.release(lease).await?;
+        if let Err(e) = self.leases.release(lease.clone()).await {
+            if !matches!(e, LeaseError::Lost { .. }) {
+                self.unreleased = Some(lease);
+            }
+            return Err(e.into());
+        }
         Ok(())
     }
 
@@ -278,19 +314,23 @@ impl LockGuard {
 
 impl Drop for LockGuard {
     fn drop(&mut self) {
-        let Some(renewal) = self.renewal.take() else {
-            return;
-        };
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }
+        let (unreleased, renewal) = (self.unreleased.take(), self.renewal.take());
+        if unreleased.is_none() && renewal.is_none() {
+            return;
+        }
         let leases = self.leases.clone();
-        let lost = self.lost.borrow().is_some();
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             runtime.spawn(async move {
-                if let Ok(lease) = renewal.await
-                    && !lost
-                {
+                let lease = match (unreleased, renewal) {
+                    (Some(lease), _) => Some(lease),
+                    (None, Some(renewal)) => renewal.await.ok(),
+                    (None, None) => None,
+                };
+                // Conditional on our generation and nonce: a no-op if someone else holds it.
+                if let Some(lease) = lease {
                     leases.release_quietly(lease).await;
                 }
             });

@@ -17,9 +17,10 @@ pub const BROKEN_BY_OPERATOR: &str = "broken-by-operator";
 /// Lease records in a DynamoDB table of the schema [`TableSpec::commit_leases`].
 ///
 /// Acquisitions are conditional PutItems with `ReturnValuesOnConditionCheckFailure=ALL_OLD`
-/// and the exact conditions of object_store 0.12.5 (`attribute_not_exists(#pk)`, and
-/// `attribute_exists(#pk) AND generation = :g` to reclaim), so old writers and ours can
-/// share a table. A conflict answer that lacks the old item (some emulators leave it out)
+/// on object_store 0.12.5's schema, so old writers and ours can share a table: a first
+/// acquisition on `attribute_not_exists(#pk)`, as 0.12.5's; a reclaim on the record being
+/// exactly as the waiter saw it (generation, owner and `ttl`: stricter than 0.12.5's
+/// generation alone, which a record deleted and written afresh can pass). A conflict answer that lacks the old item (some emulators leave it out)
 /// is followed by a consistent GetItem instead of failing.
 ///
 /// ```no_run
@@ -196,14 +197,30 @@ pub(crate) fn from_item(item: &Item) -> Result<LeaseRecord, TableError> {
             .and_then(AttributeValue::as_u64)
             .ok_or_else(|| malformed(format!("{name} is missing or not a whole number")))
     };
+    // Optional attributes must have their type when present: a record whose `ttl` or
+    // `owner` could not be compared could never be reclaimed (conditions name them).
+    let optional_text = |name: &str| -> Result<Option<String>, TableError> {
+        item.get(name)
+            .map(|v| {
+                v.as_str()
+                    .map(str::to_owned)
+                    .ok_or_else(|| malformed(format!("{name} is not a string")))
+            })
+            .transpose()
+    };
+    let ttl = item
+        .get("ttl")
+        .map(|v| {
+            v.as_i64()
+                .ok_or_else(|| malformed("ttl is not a whole number".into()))
+        })
+        .transpose()?;
     Ok(LeaseRecord {
         generation: number("generation")?,
         timeout: Duration::from_millis(number("timeout")?),
-        // Lock records carry none; a `ttl` that is not a number is DynamoDB's business
-        // (it ignores it), and reclaim conditions compare what was read.
-        ttl: item.get("ttl").and_then(AttributeValue::as_i64),
-        owner: text("owner").map(str::to_owned),
-        value: text("value").map(str::to_owned),
+        ttl,
+        owner: optional_text("owner")?,
+        value: optional_text("value")?,
         released: item
             .get("released")
             .is_some_and(|v| v.as_u64().is_some_and(|n| n != 0) || v.as_bool() == Some(true)),
@@ -347,6 +364,21 @@ mod tests {
         let e = from_item(&item).unwrap_err().to_string();
         assert!(e.contains("generation"), "{e}");
         assert!(from_item(&Item::new()).is_err());
+    }
+
+    #[test]
+    fn optional_attributes_of_the_wrong_type_are_malformed_not_ignored() {
+        // Ignored, they would make a reclaim condition that can never hold.
+        for (name, value) in [
+            ("ttl", AttributeValue::from("tomorrow")),
+            ("owner", AttributeValue::from(7u8)),
+            ("value", AttributeValue::from(7u8)),
+        ] {
+            let mut item = to_item(&record());
+            item.insert(name.into(), value);
+            let e = from_item(&item).unwrap_err().to_string();
+            assert!(e.contains(name), "{e}");
+        }
     }
 
     #[test]

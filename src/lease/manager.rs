@@ -369,6 +369,7 @@ impl LeaseManager {
         W: FnOnce() -> WF,
         WF: Future<Output = Result<T, E>>,
     {
+        let checked_at = self.clock.now();
         check().await.map_err(GuardError::Check)?;
         let mut lease = self
             .acquire(path, etag, &mut check)
@@ -377,8 +378,14 @@ impl LeaseManager {
                 AcquireError::Check(e) => GuardError::Check(e),
                 AcquireError::Lease(e) => GuardError::Lease(e),
             })?;
-        let recheck = lease.was_taken_over();
+        // Re-check if another holder may have written since the first check: the lease was
+        // taken over, or so much time passed that a whole commit by someone else, and the
+        // deletion of its record by TTL, could have fitted in between.
         let unfenced = self.planted(PlantedBug::WriteAfterDeadline);
+        let recheck = lease.was_taken_over()
+            || (!unfenced
+                && self.clock.now().saturating_duration_since(checked_at)
+                    >= self.config.reclaim_after());
         if recheck
             && unfenced
             && let Err(e) = check().await
@@ -386,10 +393,12 @@ impl LeaseManager {
             self.release_in_background(lease);
             return Err(GuardError::Check(e));
         }
+        let sent = std::sync::atomic::AtomicBool::new(false);
         let guarded = async {
             if recheck && !unfenced {
                 check().await.map_err(GuardError::Check)?;
             }
+            sent.store(true, std::sync::atomic::Ordering::Relaxed);
             operation().await.map_err(GuardError::Operation)
         };
         match self.run_while_held(&mut lease, guarded).await {
@@ -408,7 +417,14 @@ impl LeaseManager {
                 self.release_in_background(lease);
                 Err(e)
             }
-            Err(lost) => Err(GuardError::Lease(lost)),
+            Err(lost) => {
+                if !sent.load(std::sync::atomic::Ordering::Relaxed) {
+                    // Lost before the operation was called: nothing was sent, so the lease
+                    // (if still ours; the release is conditional) can go at once.
+                    self.release_in_background(lease);
+                }
+                Err(GuardError::Lease(lost))
+            }
         }
     }
 
@@ -521,13 +537,30 @@ impl LeaseManager {
             Ok(PutOutcome::Conflict(found)) => Attempt::Held(found),
             Err(e) if e.is_ambiguous() => {
                 // The write may have landed: look before deciding.
-                match self.table.get(&lease.path, &lease.etag).await? {
+                match self.read_back(lease).await? {
                     Some(found) if ours(&found) => Attempt::Ours(found),
                     other => Attempt::Held(other),
                 }
             }
             Err(e) => return Err(e.into()),
         })
+    }
+
+    /// Reads `lease`'s record after an ambiguous write, trying a few times: giving up
+    /// after one failed read would leave a record we may have written standing unused.
+    async fn read_back(&self, lease: &Lease) -> Result<Option<LeaseRecord>, LeaseError> {
+        let mut failures = 0;
+        loop {
+            match self.table.get(&lease.path, &lease.etag).await {
+                Ok(found) => return Ok(found),
+                Err(e) if failures < 3 => {
+                    failures += 1;
+                    tracing::debug!(path = %lease.path, error = %e, "read-back failed; trying again");
+                    self.clock.sleep(self.config.poll_interval).await;
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
     }
 
     /// The condition and generation of the attempt that follows `turn`.
@@ -607,7 +640,8 @@ impl LeaseManager {
             if seen.released {
                 return Ok(Turn::Reclaim(seen));
             }
-            let stale = stale_after(seen.timeout, rate);
+            // A record's own timeout decides, within the bound any writer may configure.
+            let stale = stale_after(seen.timeout.min(super::MAX_TIMEOUT), rate);
             let waited = self.clock.now().saturating_duration_since(seen_at);
             if waited >= stale {
                 tracing::debug!(path = %seen.path, generation = seen.generation, ?waited, "reclaiming a stale lease");
@@ -662,15 +696,8 @@ impl LeaseManager {
         op: impl Future<Output = T>,
     ) -> Result<T, LeaseError> {
         let unfenced = self.planted(PlantedBug::WriteAfterDeadline);
-        if !unfenced && self.clock.now() >= lease.usable_until() {
-            self.renew(lease).await?;
-            if self.clock.now() >= lease.usable_until() {
-                return Err(LeaseError::lost(
-                    lease,
-                    "the lease ran out before the operation could start, and its renewal was \
-                     answered too late to start it; nothing was sent",
-                ));
-            }
+        if !unfenced {
+            self.refresh(lease).await?;
         }
         // The usable time, moved on by each confirmed renewal and read by the fence.
         let usable = Mutex::new(lease.usable_until());
@@ -707,6 +734,41 @@ impl LeaseManager {
         }
     }
 
+    /// Makes sure `lease` has at least `timeout - renew interval` left before something
+    /// starts under it: renews it first if it is older than the renew interval (a slow
+    /// acquisition answer, a lease recognised as ours without a direct answer, a slow step
+    /// before). A renewal is safe at any time, even past the deadline: it applies only if
+    /// nobody took the record meanwhile. Ambiguous answers are retried a few times.
+    pub async fn refresh(&self, lease: &mut Lease) -> Result<(), LeaseError> {
+        if self.clock.now() < lease.written_at + self.config.renew_interval() {
+            return Ok(());
+        }
+        let first_sent = self.clock.now();
+        let mut failures = 0;
+        loop {
+            match self.renew_since(lease, first_sent).await {
+                Ok(()) => break,
+                Err(e @ (LeaseError::Lost { .. } | LeaseError::GenerationExhausted { .. })) => {
+                    return Err(e);
+                }
+                Err(e) if failures < 3 => {
+                    failures += 1;
+                    tracing::debug!(path = %lease.path, error = %e, "refreshing the lease failed; trying again");
+                    self.clock.sleep(self.config.poll_interval).await;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        if self.clock.now() >= lease.usable_until() {
+            return Err(LeaseError::lost(
+                lease,
+                "the lease had run out, and its renewal was answered too late to start \
+                 anything under it; nothing was sent",
+            ));
+        }
+        Ok(())
+    }
+
     /// Renews `lease` every renew interval, forever, publishing each new usable time in
     /// `usable`; returns only when the lease is lost.
     async fn keep_renewed(&self, lease: &mut Lease, usable: &Mutex<Instant>) -> LeaseError {
@@ -717,12 +779,25 @@ impl LeaseManager {
             let first_sent = self.clock.now();
             loop {
                 let until = lease.usable_until();
+                let now = self.clock.now();
+                if now >= until {
+                    // Woken late (a paused process): a renewal sent now would make the
+                    // record look held for another timeout x skew, for an operation that
+                    // is about to be dropped.
+                    return LeaseError::lost(
+                        lease,
+                        "renewal not confirmed before the lease deadline",
+                    );
+                }
+                // One attempt may take half the time left, so a request that hangs leaves
+                // room for another.
+                let attempt_until = now + (until - now) / 2;
                 let attempt = tokio::select! {
                     biased;
                     renewed = self.renew_since(lease, first_sent) => Some(renewed),
-                    () = self.clock.sleep_until(until) => None,
+                    () = self.clock.sleep_until(attempt_until) => None,
                 };
-                match attempt {
+                let error = match attempt {
                     Some(Ok(())) => {
                         *lock(usable) = lease.usable_until();
                         break;
@@ -730,27 +805,21 @@ impl LeaseManager {
                     Some(Err(
                         e @ (LeaseError::Lost { .. } | LeaseError::GenerationExhausted { .. }),
                     )) => return e,
-                    Some(Err(e)) => {
-                        tracing::warn!(path = %lease.path, error = %e, "lease renewal failed; retrying until the deadline");
-                        let pause = self.config.poll_interval;
-                        if self.clock.now() + pause >= until {
-                            self.clock.sleep_until(until).await;
-                            return LeaseError::lost(
-                                lease,
-                                format!(
-                                    "renewal not confirmed before the lease deadline (last error: {e})"
-                                ),
-                            );
-                        }
-                        self.clock.sleep(pause).await;
-                    }
-                    None => {
-                        return LeaseError::lost(
-                            lease,
-                            "renewal not confirmed before the lease deadline",
-                        );
-                    }
+                    Some(Err(e)) => e.to_string(),
+                    None => "no answer in time".to_owned(),
+                };
+                tracing::warn!(path = %lease.path, error = %error, "lease renewal failed; retrying until the deadline");
+                let pause = self.config.poll_interval;
+                if self.clock.now() + pause >= until {
+                    self.clock.sleep_until(until).await;
+                    return LeaseError::lost(
+                        lease,
+                        format!(
+                            "renewal not confirmed before the lease deadline (last error: {error})"
+                        ),
+                    );
                 }
+                self.clock.sleep(pause).await;
             }
         }
     }
@@ -811,16 +880,26 @@ impl LeaseManager {
     /// dropped when the operation finished) cannot land after it and resurrect the lease:
     /// its condition names the generation before.
     pub async fn release(&self, mut lease: Lease) -> Result<(), LeaseError> {
-        // At most three times: a renewal dropped in flight may have moved our record one
-        // generation on; it is still ours (the owner nonce says so) to release.
-        for _ in 0..3 {
+        // A few times: a renewal dropped in flight may have moved our record one generation
+        // on (it is still ours, the owner nonce says so, to release), and an answer may be
+        // lost.
+        for _ in 0..4 {
             let generation = if self.planted(PlantedBug::ReleaseWithoutBump) {
                 lease.generation
             } else {
                 lease.after(lease.generation)?
             };
             let record = self.record(&lease, generation, true);
-            match self.table.put(&record, &lease.still_ours()).await? {
+            let answer = match self.table.put(&record, &lease.still_ours()).await {
+                Ok(answer) => answer,
+                // It may have landed: the next attempt's conflict answer will say so.
+                Err(e) if e.is_ambiguous() => {
+                    tracing::debug!(path = %lease.path, error = %e, "release answer lost; trying again");
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
+            match answer {
                 PutOutcome::Written => return Ok(()),
                 PutOutcome::Conflict(Some(found))
                     if found.owner.as_deref() == Some(lease.owner.as_str())

@@ -8,7 +8,8 @@
 #[non_exhaustive]
 pub enum PlantedBug {
     /// Hole 1: the re-check after a takeover runs unrenewed, and the guarded write is
-    /// polled before the deadline is checked (no fence, no renewal before a late start).
+    /// polled before the deadline is checked (no fence, no renewal before a late start,
+    /// no re-check after a slow first acquisition).
     WriteAfterDeadline,
     /// Hole 2: the lease is released after a failed write too, although an earlier
     /// attempt of that write may still land.

@@ -19,15 +19,15 @@ pub enum LeaseCommand {
         /// The object path.
         path: String,
     },
-    /// Delete the lease records of a path, so the next writer need not wait for them to
-    /// expire. Dangerous: see what it prints.
+    /// Mark the lease records of a path released (at the next generation, never deleted),
+    /// so the next writer need not wait for them to expire. Dangerous: see what it prints.
     Break {
         /// The object path.
         path: String,
         /// Only the record expecting this ETag (`*` for a create).
         #[arg(long)]
         etag: Option<String>,
-        /// Really delete.
+        /// Really break them.
         #[arg(long)]
         force: bool,
     },
