@@ -216,24 +216,62 @@ async fn a_missing_field_is_a_clear_error() {
     assert_eq!(server.requests(), 2, "not retried");
 }
 
-#[tokio::test]
-async fn nobody_listening_is_retried_then_reported() {
-    // Bind and drop a listener: its port is then (almost certainly) closed.
-    let port = std::net::TcpListener::bind("127.0.0.1:0")
+/// A loopback port with (almost certainly) nothing listening: a listener bound and dropped.
+fn closed_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
         .unwrap()
-        .port();
+        .port()
+}
+
+#[tokio::test]
+async fn nobody_listening_is_retried_a_few_times_then_reported() {
+    let port = closed_port();
     let client = common::client_for(&format!("http://127.0.0.1:{port}"), common::quick_retries());
     let error = client
         .get_item(&GetItem::new("t", key("x")))
         .await
         .unwrap_err();
+    // max_connect_attempts (3), not max_attempts (5).
+    let DynamoError::RetriesExhausted {
+        attempts: 3, last, ..
+    } = &error
+    else {
+        panic!("expected RetriesExhausted after 3 attempts, got {error:?}");
+    };
     assert!(
-        matches!(error, DynamoError::RetriesExhausted { attempts: 5, .. }),
+        matches!(**last, DynamoError::Unreachable { .. }),
+        "{last:?}"
+    );
+    let text = error.to_string();
+    assert!(text.contains(&port.to_string()), "{text}");
+    assert!(text.contains("nothing was sent"), "{text}");
+}
+
+/// A refused connection sent nothing: a write to it is not ambiguous, and the default
+/// policy gives up at once rather than after 20 s of retries.
+///
+/// The bound: the default policy makes 3 connection attempts (each refused at once on
+/// loopback) with backoffs of at most 25 ms and 50 ms between them, so under 0.1 s of
+/// work; 2 s leaves room for a loaded machine, and is still far below what 10 attempts
+/// (backoff caps summing to 7.2 s, about 3.6 s on average) took before.
+#[tokio::test]
+async fn a_refused_connection_is_not_ambiguous_and_fails_fast() {
+    let port = closed_port();
+    let client = common::client_for(&format!("http://127.0.0.1:{port}"), RetryConfig::default());
+    let started = std::time::Instant::now();
+    let error = client
+        .put_item(&PutItem::new("t", key("x")))
+        .await
+        .unwrap_err();
+    let took = started.elapsed();
+    assert!(!error.is_ambiguous(), "nothing was sent: {error:?}");
+    assert!(took < Duration::from_secs(2), "took {took:?}: {error}");
+    assert!(
+        matches!(&error, DynamoError::RetriesExhausted { last, .. } if matches!(**last, DynamoError::Unreachable { .. })),
         "{error:?}"
     );
-    assert!(error.to_string().contains(&port.to_string()), "{error}");
 }
 
 /// The body of a BatchWriteItem answer leaving `items` unprocessed.

@@ -2,6 +2,10 @@
 
 mod common;
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use common::fake_server::{FakeServer, Reply};
 use dynacommit::dynamo::{DynamoError, KeyAttribute, KeyType, TableSpec};
 
 #[tokio::test]
@@ -145,4 +149,141 @@ async fn an_s3_stores_credential_provider_signs_dynamodb_requests() {
         .await
         .unwrap();
     assert!(report.created);
+}
+
+const INTERNAL_ERROR: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"Internal server error"}"#;
+
+fn not_found(table: &str) -> String {
+    serde_json::json!({
+        "__type": "com.amazonaws.dynamodb.v20120810#ResourceNotFoundException",
+        "message": format!("Requested resource not found: Table: {table} not found"),
+    })
+    .to_string()
+}
+
+/// A server in front of DynamoDB Local that answers request `k` of operation `op` (both
+/// from 0) as `script(op, k)` says, or forwards it.
+async fn per_operation(
+    script: impl Fn(&str, usize) -> Option<Reply> + Send + Sync + 'static,
+) -> FakeServer {
+    let real = format!("{}/", common::dynamodb_url());
+    let seen: Arc<std::sync::Mutex<std::collections::HashMap<String, Arc<AtomicUsize>>>> =
+        Arc::default();
+    FakeServer::start(move |_, target| {
+        let op = target.trim_start_matches("DynamoDB_20120810.").to_owned();
+        let counter = seen.lock().unwrap().entry(op.clone()).or_default().clone();
+        let k = counter.fetch_add(1, Ordering::SeqCst);
+        script(&op, k).unwrap_or_else(|| Reply::Forward(real.clone()))
+    })
+    .await
+}
+
+#[tokio::test]
+async fn a_table_created_by_a_lost_first_attempt_is_reported_as_created() {
+    common::dynamodb().await;
+    let name = common::unique_name("lost-create");
+    let real = format!("{}/", common::dynamodb_url());
+    // CreateTable applies, its answer is lost (500); the retry hears ResourceInUse.
+    let server = per_operation(move |op, k| {
+        (op == "CreateTable" && k == 0)
+            .then(|| Reply::ForwardThenAnswer(real.clone(), 500, INTERNAL_ERROR.into()))
+    })
+    .await;
+    let client = common::client_for(&server.url, common::quick_retries());
+    let report = client
+        .ensure_table(&TableSpec::commit_leases(&name))
+        .await
+        .unwrap();
+    assert!(
+        report.created,
+        "our own first attempt created it: {report:?}"
+    );
+    assert_eq!(report.table.status, "ACTIVE");
+    let creates = server
+        .targets()
+        .iter()
+        .filter(|t| t.ends_with("CreateTable"))
+        .count();
+    assert_eq!(creates, 2, "{:?}", server.targets());
+}
+
+#[tokio::test]
+async fn a_table_created_by_another_process_is_not_reported_as_created() {
+    let direct = common::dynamodb().await;
+    let name = common::unique_name("theirs");
+    let spec = TableSpec::commit_leases(&name);
+    let rival = spec.clone();
+    let server = per_operation(move |op, k| {
+        // Our first DescribeTable says missing; the table appears before our CreateTable.
+        (op == "DescribeTable" && k == 0).then(|| Reply::With(400, not_found(&rival.name)))
+    })
+    .await;
+    direct.create_table(&spec).await.unwrap();
+    let client = common::client_for(&server.url, common::quick_retries());
+    let report = client.ensure_table(&spec).await.unwrap();
+    assert!(!report.created, "{report:?}");
+}
+
+#[tokio::test]
+async fn ensure_table_waits_through_not_found_just_after_create_table() {
+    common::dynamodb().await;
+    let name = common::unique_name("eventual");
+    let real = format!("{}/", common::dynamodb_url());
+    let creating = serde_json::json!({
+        "TableDescription": {
+            "TableName": name,
+            "TableStatus": "CREATING",
+            "KeySchema": [
+                {"AttributeName": "path", "KeyType": "HASH"},
+                {"AttributeName": "etag", "KeyType": "RANGE"},
+            ],
+            "AttributeDefinitions": [
+                {"AttributeName": "path", "AttributeType": "S"},
+                {"AttributeName": "etag", "AttributeType": "S"},
+            ],
+        }
+    })
+    .to_string();
+    let missing = not_found(&name);
+    // As AWS may: CreateTable says CREATING, then DescribeTable does not find the table
+    // twice before it does.
+    let server = per_operation(move |op, k| match (op, k) {
+        ("CreateTable", 0) => Some(Reply::ForwardThenAnswer(
+            real.clone(),
+            200,
+            creating.clone(),
+        )),
+        ("DescribeTable", 1 | 2) => Some(Reply::With(400, missing.clone())),
+        _ => None,
+    })
+    .await;
+    let client = common::client_for(&server.url, common::quick_retries());
+    let report = client
+        .ensure_table(&TableSpec::commit_leases(&name))
+        .await
+        .unwrap();
+    assert!(report.created && report.ttl_enabled, "{report:?}");
+    assert_eq!(report.table.status, "ACTIVE");
+    let describes = server
+        .targets()
+        .iter()
+        .filter(|t| t.ends_with("DescribeTable"))
+        .count();
+    assert_eq!(describes, 4, "{:?}", server.targets());
+}
+
+#[tokio::test]
+async fn a_table_that_never_appears_is_reported_within_the_wait_bound() {
+    let server = FakeServer::start(|_, _| Reply::With(400, not_found("t"))).await;
+    let client = common::client_for(&server.url, common::quick_retries());
+    let started = std::time::Instant::now();
+    let error = client
+        .wait_until_active("t", std::time::Duration::from_millis(500))
+        .await
+        .unwrap_err();
+    assert!(started.elapsed() < std::time::Duration::from_secs(3));
+    assert!(
+        matches!(&error, DynamoError::TableNotReady { status, .. } if status == "NOT_FOUND"),
+        "{error:?}"
+    );
 }

@@ -49,12 +49,18 @@ impl DynamoClient {
     /// DynamoDB leaves unprocessed (it does so under load) with the client's backoff until
     /// all are applied, or failing with [`DynamoError::BatchIncomplete`] past the retry
     /// bound. Writes are not atomic: on error, some may have been applied.
+    ///
+    /// The whole call, every chunk and every retry of unprocessed writes, ends within one
+    /// [`call_deadline`](super::RetryConfig::call_deadline); past it, the error is
+    /// [`DynamoError::DeadlineExceeded`] naming `batch_write_item` (with the
+    /// [`DynamoError::BatchIncomplete`] count as its last error when that is what was left).
     pub async fn batch_write_item(
         &self,
         table: &str,
         writes: &[WriteRequest],
     ) -> Result<(), DynamoError> {
         let retry = self.retry_config();
+        let deadline = self.deadline("batch_write_item");
         let mut done = 0;
         for chunk in writes.chunks(BATCH_WRITE_MAX) {
             let started = Instant::now();
@@ -65,19 +71,24 @@ impl DynamoClient {
                 let request = BatchWriteRequest {
                     request_items: [(table, pending.as_slice())].into(),
                 };
-                let output: BatchWriteOutput = self.call("BatchWriteItem", &request).await?;
+                let output: BatchWriteOutput =
+                    self.call_by("BatchWriteItem", &request, &deadline).await?;
                 pending = output.unprocessed_items.into_values().flatten().collect();
                 if pending.is_empty() {
                     break;
                 }
-                let Some(delay) = retry.next_delay(attempts, started) else {
-                    // This chunk's leftovers and every chunk not yet sent.
-                    return Err(DynamoError::BatchIncomplete {
-                        unprocessed: pending.len() + (writes.len() - done - chunk.len()),
-                        total: writes.len(),
-                        attempts,
-                    });
+                // This chunk's leftovers and every chunk not yet sent.
+                let incomplete = DynamoError::BatchIncomplete {
+                    unprocessed: pending.len() + (writes.len() - done - chunk.len()),
+                    total: writes.len(),
+                    attempts,
                 };
+                let Some(delay) = retry.next_delay(attempts, started) else {
+                    return Err(incomplete);
+                };
+                if delay >= deadline.remaining() {
+                    return Err(deadline.exceeded(Some(incomplete), false));
+                }
                 tracing::debug!(
                     unprocessed = pending.len(),
                     ?delay,

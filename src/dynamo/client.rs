@@ -1,7 +1,7 @@
 //! The DynamoDB client: configuration, and one signed, retried JSON call.
 
 use std::sync::Arc;
-use std::time::SystemTime;
+use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use object_store::StaticCredentialProvider;
@@ -84,14 +84,34 @@ impl DynamoClient {
         &self.inner.retry
     }
 
+    /// A deadline for public call `call`, starting now, of the retry policy's
+    /// [`call_deadline`](RetryConfig::call_deadline).
+    pub(crate) fn deadline(&self, call: &'static str) -> Deadline {
+        Deadline::new(call, self.inner.retry.call_deadline)
+    }
+
     /// Sends operation `op` with body `request`, retrying retryable failures, and decodes
-    /// the answer. Every typed operation of this client goes through here (or through
-    /// [`call_as`](Self::call_as)): reads are retried freely, writes are taken as safe to
-    /// send again (see [`Resend`]).
+    /// the answer, all within a deadline of its own. Every single-request operation of this
+    /// client goes through here (or through [`call_as`](Self::call_as)): reads are retried
+    /// freely, writes are taken as safe to send again (see [`Resend`]).
     pub(crate) async fn call<Req, Resp>(
         &self,
         op: &'static str,
         request: &Req,
+    ) -> Result<Resp, DynamoError>
+    where
+        Req: Serialize + ?Sized,
+        Resp: DeserializeOwned,
+    {
+        self.call_by(op, request, &self.deadline(op)).await
+    }
+
+    /// Like [`call`](Self::call), as one step of a public call that ends by `deadline`.
+    pub(crate) async fn call_by<Req, Resp>(
+        &self,
+        op: &'static str,
+        request: &Req,
+        deadline: &Deadline,
     ) -> Result<Resp, DynamoError>
     where
         Req: Serialize + ?Sized,
@@ -102,15 +122,17 @@ impl DynamoClient {
         } else {
             Resend::Always
         };
-        self.call_as(op, request, resend).await
+        self.call_as(op, request, resend, deadline).await
     }
 
-    /// Like [`call`](Self::call), for a request whose [`Resend`] policy the caller knows.
+    /// Like [`call_by`](Self::call_by), for a request whose [`Resend`] policy the caller
+    /// knows.
     pub(crate) async fn call_as<Req, Resp>(
         &self,
         op: &'static str,
         request: &Req,
         resend: Resend,
+        deadline: &Deadline,
     ) -> Result<Resp, DynamoError>
     where
         Req: Serialize + ?Sized,
@@ -120,7 +142,7 @@ impl DynamoClient {
             .map(Bytes::from)
             .map_err(|e| DynamoError::InvalidRequest(format!("{op}: cannot encode: {e}")))?;
         let span = tracing::debug_span!("dynamodb", op, endpoint = %self.inner.url, attempts = tracing::field::Empty);
-        self.call_with_retries(op, body, resend)
+        self.call_with_retries(op, body, resend, deadline)
             .instrument(span)
             .await
     }
@@ -161,25 +183,52 @@ impl DynamoClient {
     ///
     /// Ambiguity is tracked over the whole call: once an attempt of a write was ambiguous,
     /// any error the call ends with is ambiguous too (see [`DynamoError::is_ambiguous`]).
+    ///
+    /// # What is not retried much
+    ///
+    /// A connection that could not be opened ([`DynamoError::Unreachable`]) sent nothing:
+    /// it is not ambiguous, and it is retried only up to
+    /// [`RetryConfig::max_connect_attempts`], so that a wrong endpoint fails in moments.
+    ///
+    /// # Time
+    ///
+    /// Everything here ends by `deadline`: the credential fetch is bounded by the time left,
+    /// each request by the lesser of [`RetryConfig::request_timeout`] and the time left, and
+    /// no retry starts that could not begin before it. Running out gives
+    /// [`DynamoError::DeadlineExceeded`].
     async fn call_with_retries<Resp: DeserializeOwned>(
         &self,
         op: &'static str,
         body: Bytes,
         resend: Resend,
+        deadline: &Deadline,
     ) -> Result<Resp, DynamoError> {
         let retry = &self.inner.retry;
         let started = Instant::now();
         let mut attempts = 0;
+        let mut connect_failures = 0;
         // The first attempt of a write that got no definite answer, and its error.
         let mut earlier_ambiguous: Option<(u32, DynamoError)> = None;
         loop {
+            if deadline.is_past() {
+                return Err(deadline.exceeded(None, earlier_ambiguous.is_some()));
+            }
             attempts += 1;
             tracing::Span::current().record("attempts", attempts);
-            let error = match self.send_once(op, &body).await {
+            let error = match self.send_once(op, &body, deadline).await {
                 Ok(resp) => return Ok(resp),
                 Err(e) => e,
             };
             let ambiguous = resend != Resend::Read && error.is_ambiguous();
+            // Out of time while waiting for credentials or an answer, or after a fault
+            // that would otherwise be retried: the deadline is the reason to stop.
+            if deadline.is_past()
+                && (error.is_retryable() || matches!(error, DynamoError::Credentials(_)))
+            {
+                tracing::warn!(%error, attempts, "out of time");
+                let may_have_applied = ambiguous || earlier_ambiguous.is_some();
+                return Err(deadline.exceeded(Some(error), may_have_applied));
+            }
             let may_count_twice = ambiguous && resend == Resend::IfDefinite;
             if may_count_twice && error.is_retryable() {
                 tracing::warn!(%error, attempts, "not sending again a write that may count twice");
@@ -198,7 +247,13 @@ impl DynamoClient {
                     None => error,
                 });
             }
-            let Some(delay) = retry.next_delay(attempts, started) else {
+            if matches!(error, DynamoError::Unreachable { .. }) {
+                connect_failures += 1;
+            }
+            let delay = retry
+                .next_delay(attempts, started)
+                .filter(|_| connect_failures < retry.max_connect_attempts);
+            let Some(delay) = delay else {
                 tracing::warn!(%error, attempts, "giving up");
                 return Err(DynamoError::RetriesExhausted {
                     operation: op,
@@ -208,6 +263,12 @@ impl DynamoClient {
                     earlier_attempt_may_have_applied: earlier_ambiguous.is_some(),
                 });
             };
+            if delay >= deadline.remaining() {
+                // The retry could not even start in time.
+                tracing::warn!(%error, attempts, "out of time");
+                let may_have_applied = ambiguous || earlier_ambiguous.is_some();
+                return Err(deadline.exceeded(Some(error), may_have_applied));
+            }
             tracing::debug!(%error, ?delay, "retrying");
             if ambiguous && earlier_ambiguous.is_none() {
                 earlier_ambiguous = Some((attempts, error));
@@ -216,17 +277,32 @@ impl DynamoClient {
         }
     }
 
+    /// One attempt: credentials, signing, the request and its answer, within the time
+    /// `deadline` leaves.
     async fn send_once<Resp: DeserializeOwned>(
         &self,
         op: &'static str,
         body: &Bytes,
+        deadline: &Deadline,
     ) -> Result<Resp, DynamoError> {
         let inner = &*self.inner;
-        let credential = inner
-            .credentials
-            .get_credential()
+        // A provider may retry on its own for minutes (object_store's does): bound it.
+        let left = deadline.remaining();
+        let credential = tokio::time::timeout(left, inner.credentials.get_credential())
             .await
+            .map_err(|_| {
+                DynamoError::Credentials(format!(
+                    "the credential provider gave none in the {left:?} left of the call's deadline"
+                ))
+            })?
             .map_err(|e| DynamoError::Credentials(e.to_string()))?;
+        // The per-request timeout holds for any HTTP client, and covers connecting too.
+        let timeout = inner.retry.request_timeout.min(deadline.remaining());
+        if timeout.is_zero() {
+            return Err(DynamoError::Credentials(
+                "the credential provider used up the call's deadline".into(),
+            ));
+        }
         let target = format!("{TARGET_PREFIX}{op}");
         let headers = signed_headers(
             &credential,
@@ -236,19 +312,86 @@ impl DynamoClient {
             body,
             SystemTime::now(),
         )?;
-        let mut request = inner.http.post(&inner.url).body(body.clone());
+        let mut request = inner
+            .http
+            .post(&inner.url)
+            .timeout(timeout)
+            .body(body.clone());
         for (name, value) in headers {
             request = request.header(HeaderName::from_static(name), header_value(name, value)?);
         }
-        let transport = |source| DynamoError::Transport {
-            operation: op,
-            endpoint: inner.url.clone(),
-            source,
+        // A connection never opened sent nothing: not ambiguous (and retried little).
+        let transport = |source: reqwest::Error| {
+            let endpoint = inner.url.clone();
+            if source.is_connect() {
+                DynamoError::Unreachable {
+                    operation: op,
+                    endpoint,
+                    source,
+                }
+            } else {
+                DynamoError::Transport {
+                    operation: op,
+                    endpoint,
+                    source,
+                }
+            }
         };
         let response = request.send().await.map_err(transport)?;
         let status = response.status().as_u16();
         let bytes = response.bytes().await.map_err(transport)?;
         parse_response(op, &inner.url, status, &bytes)
+    }
+}
+
+/// The one time bound of a public call: every request, retry, backoff, page, chunk and
+/// credential fetch it makes ends by `limit` after it started.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Deadline {
+    /// The public call, named in [`DynamoError::DeadlineExceeded`].
+    call: &'static str,
+    started: Instant,
+    limit: Duration,
+}
+
+impl Deadline {
+    /// A deadline `limit` from now for `call`.
+    pub(crate) fn new(call: &'static str, limit: Duration) -> Self {
+        Self {
+            call,
+            started: Instant::now(),
+            limit,
+        }
+    }
+
+    /// Time left, zero once past.
+    pub(crate) fn remaining(&self) -> Duration {
+        self.limit.saturating_sub(self.started.elapsed())
+    }
+
+    /// Time since the call started.
+    pub(crate) fn elapsed(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    /// Whether no time is left.
+    pub(crate) fn is_past(&self) -> bool {
+        self.remaining().is_zero()
+    }
+
+    /// The error of a call that ran out of time, after `last` if any.
+    pub(crate) fn exceeded(
+        &self,
+        last: Option<DynamoError>,
+        may_have_applied: bool,
+    ) -> DynamoError {
+        DynamoError::DeadlineExceeded {
+            operation: self.call,
+            deadline: self.limit,
+            elapsed: self.elapsed(),
+            last: last.map(Box::new),
+            may_have_applied,
+        }
     }
 }
 
@@ -280,7 +423,8 @@ fn header_value(name: &str, value: String) -> Result<HeaderValue, DynamoError> {
 /// Configures a [`DynamoClient`].
 ///
 /// The endpoint is the explicit setting, else `AWS_ENDPOINT_URL_DYNAMODB`, else
-/// `AWS_ENDPOINT_URL`, else `https://dynamodb.{region}.amazonaws.com`. The region is the
+/// `AWS_ENDPOINT_URL`, else `https://dynamodb.{region}.amazonaws.com` (`.amazonaws.com.cn`
+/// for the `cn-` regions). The region is the
 /// explicit setting, else `AWS_REGION`, else `AWS_DEFAULT_REGION`. Credentials are static,
 /// from the environment, or any [`AwsCredentialProvider`], such as an `AmazonS3` store's
 /// `credentials()`, so that one identity signs both the S3 and the DynamoDB requests.
@@ -372,7 +516,9 @@ impl DynamoClientBuilder {
         self
     }
 
-    /// A reqwest client to use instead of one built from the retry policy's timeouts.
+    /// A reqwest client to use instead of one built from the retry policy. Each request
+    /// still carries [`RetryConfig::request_timeout`] (which also bounds connecting, for a
+    /// client with no connect timeout of its own), and each call its deadline.
     pub fn with_http_client(mut self, client: reqwest::Client) -> Self {
         self.http = Some(client);
         self
@@ -395,9 +541,7 @@ impl DynamoClientBuilder {
                 "region {region:?} is not a region name like us-east-1"
             )));
         }
-        let endpoint = self
-            .endpoint
-            .unwrap_or_else(|| format!("https://dynamodb.{region}.amazonaws.com"));
+        let endpoint = self.endpoint.unwrap_or_else(|| default_endpoint(&region));
         let url = normalise_endpoint(&endpoint)?;
         let credentials = self.credentials.ok_or_else(|| {
             DynamoError::Config(
@@ -409,9 +553,9 @@ impl DynamoClientBuilder {
         })?;
         let http = match self.http {
             Some(http) => http,
+            // The request timeout is set on each request (see send_once).
             None => reqwest::Client::builder()
                 .connect_timeout(self.retry.connect_timeout)
-                .timeout(self.retry.request_timeout)
                 .build()
                 .map_err(|e| DynamoError::Config(format!("cannot build the HTTP client: {e}")))?,
         };
@@ -425,6 +569,17 @@ impl DynamoClientBuilder {
             }),
         })
     }
+}
+
+/// AWS's own DynamoDB endpoint for `region`: `amazonaws.com`, or `amazonaws.com.cn` for the
+/// China regions (`cn-north-1`, `cn-northwest-1`).
+fn default_endpoint(region: &str) -> String {
+    let domain = if region.starts_with("cn-") {
+        "amazonaws.com.cn"
+    } else {
+        "amazonaws.com"
+    };
+    format!("https://dynamodb.{region}.{domain}")
 }
 
 /// Checks an endpoint is an http(s) URL with a host and nothing after it, and returns it
@@ -507,6 +662,31 @@ mod tests {
         .unwrap();
         assert_eq!(aws.endpoint(), "https://dynamodb.ap-south-1.amazonaws.com/");
         assert_eq!(aws.region(), "ap-south-1");
+    }
+
+    #[test]
+    fn china_regions_use_the_china_domain() {
+        let endpoint = |region: &str| {
+            DynamoClient::builder()
+                .with_region(region)
+                .with_credentials("k", "s", None)
+                .build()
+                .unwrap()
+                .endpoint()
+                .to_owned()
+        };
+        assert_eq!(
+            endpoint("cn-north-1"),
+            "https://dynamodb.cn-north-1.amazonaws.com.cn/"
+        );
+        assert_eq!(
+            endpoint("cn-northwest-1"),
+            "https://dynamodb.cn-northwest-1.amazonaws.com.cn/"
+        );
+        assert_eq!(
+            endpoint("eu-central-1"),
+            "https://dynamodb.eu-central-1.amazonaws.com/"
+        );
     }
 
     #[test]

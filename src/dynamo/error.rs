@@ -95,6 +95,50 @@ pub enum DynamoError {
         source: reqwest::Error,
     },
 
+    /// The connection could not even be opened: refused, no such host, a failed TLS
+    /// handshake, a connect timeout. The request was never sent, so this is not
+    /// [ambiguous](DynamoError::is_ambiguous). Retried, but only up to
+    /// [`RetryConfig::max_connect_attempts`](super::RetryConfig::max_connect_attempts).
+    #[error("{operation}: could not connect to {endpoint} (nothing was sent): {source}")]
+    Unreachable {
+        /// The operation.
+        operation: &'static str,
+        /// Where it was to be sent.
+        endpoint: String,
+        /// The underlying HTTP client error (its chain names the cause).
+        #[source]
+        source: reqwest::Error,
+    },
+
+    /// A public call did not finish within its one overall deadline
+    /// ([`RetryConfig::call_deadline`](super::RetryConfig::call_deadline), or the wait bound
+    /// of [`ensure_table`](super::DynamoClient::ensure_table) and
+    /// [`wait_until_active`](super::DynamoClient::wait_until_active)): its requests, retries,
+    /// pages, chunks and credential fetches together took too long.
+    ///
+    /// It is [ambiguous](DynamoError::is_ambiguous) when `may_have_applied` is set: a write
+    /// was in flight when the deadline cut it, or an earlier attempt got no definite answer.
+    #[error(
+        "{operation}: did not finish within its deadline of {deadline:?} (ran {elapsed:?}){}{}",
+        if *.may_have_applied { "; a write got no definite answer: it may have applied" } else { "" },
+        .last.as_ref().map(|e| format!("; last error: {e}")).unwrap_or_default()
+    )]
+    DeadlineExceeded {
+        /// The public call (`query_all`, `batch_write_item`, `ensure_table`, ...), or the
+        /// DynamoDB operation of a single-request call (`PutItem`, ...).
+        operation: &'static str,
+        /// The deadline it had.
+        deadline: Duration,
+        /// How long it ran.
+        elapsed: Duration,
+        /// The last error before time ran out, if any (a request cut short, a credential
+        /// provider that never answered, a retryable fault).
+        last: Option<Box<DynamoError>>,
+        /// Whether a write may have been applied without the call learning it. Never set
+        /// for reads.
+        may_have_applied: bool,
+    },
+
     /// A retryable fault kept happening until the attempt or time bound ran out.
     ///
     /// It is [ambiguous](DynamoError::is_ambiguous) if its last attempt was, or if
@@ -297,7 +341,7 @@ impl DynamoError {
                     || code == TRANSACTION_IN_PROGRESS
             }
             Self::MalformedResponse { status, .. } => *status >= 500,
-            Self::Transport { .. } => true,
+            Self::Transport { .. } | Self::Unreachable { .. } => true,
             Self::AfterAmbiguousAttempt { last, .. } => last.is_retryable(),
             _ => false,
         }
@@ -319,6 +363,9 @@ impl DynamoError {
                 earlier_attempt_may_have_applied,
                 ..
             } => *earlier_attempt_may_have_applied || last.is_ambiguous(),
+            Self::DeadlineExceeded {
+                may_have_applied, ..
+            } => *may_have_applied,
             _ => false,
         }
     }
@@ -346,6 +393,7 @@ impl DynamoError {
             Self::RetriesExhausted { last, .. } | Self::AfterAmbiguousAttempt { last, .. } => {
                 last.code()
             }
+            Self::DeadlineExceeded { last, .. } => last.as_deref().and_then(Self::code),
             _ => None,
         }
     }

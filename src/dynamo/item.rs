@@ -335,7 +335,8 @@ impl DynamoClient {
         } else {
             Resend::Always
         };
-        self.call_as("UpdateItem", request, resend).await
+        self.call_as("UpdateItem", request, resend, &self.deadline("UpdateItem"))
+            .await
     }
 
     /// DeleteItem: removes an item, if its condition holds.

@@ -4,7 +4,7 @@ use futures::{Stream, TryStreamExt, stream};
 use serde::{Deserialize, Serialize};
 
 use super::attr::Item;
-use super::client::DynamoClient;
+use super::client::{Deadline, DynamoClient};
 use super::error::DynamoError;
 use super::item::{ExpressionAttributes, expression_placeholders};
 
@@ -202,29 +202,43 @@ impl DynamoClient {
     }
 
     /// Every page of a query, in order, each fetched when the previous one is consumed.
+    /// Each page is a call of its own, with a deadline of its own (the consumer decides how
+    /// long the walk takes); [`query_all`](Self::query_all) has one for all pages.
     pub fn query_pages(
         &self,
         request: Query,
     ) -> impl Stream<Item = Result<Page, DynamoError>> + '_ {
-        self.pages(request)
+        self.pages(request, None)
     }
 
-    /// Every item of a query, walking all pages.
+    /// Every item of a query, walking all pages, all within one
+    /// [`call_deadline`](super::RetryConfig::call_deadline) (past it:
+    /// [`DynamoError::DeadlineExceeded`] naming `query_all`).
     pub async fn query_all(&self, request: Query) -> Result<Vec<Item>, DynamoError> {
-        Self::all_items(self.pages(request)).await
+        let deadline = self.deadline("query_all");
+        Self::all_items(self.pages(request, Some(deadline))).await
     }
 
-    /// Every item a scan finds, walking all pages.
+    /// Every item a scan finds, walking all pages, all within one
+    /// [`call_deadline`](super::RetryConfig::call_deadline) (past it:
+    /// [`DynamoError::DeadlineExceeded`] naming `scan_all`).
     pub async fn scan_all(&self, request: Scan) -> Result<Vec<Item>, DynamoError> {
-        Self::all_items(self.pages(request)).await
+        let deadline = self.deadline("scan_all");
+        Self::all_items(self.pages(request, Some(deadline))).await
     }
 
-    fn pages<R: Paged>(&self, request: R) -> impl Stream<Item = Result<Page, DynamoError>> + '_ {
+    /// The pages of `request`, all by `deadline` if given, else each within its own.
+    fn pages<R: Paged>(
+        &self,
+        request: R,
+        deadline: Option<Deadline>,
+    ) -> impl Stream<Item = Result<Page, DynamoError>> + '_ {
         stream::try_unfold(Some(request), move |next| async move {
             let Some(mut request) = next else {
                 return Ok(None);
             };
-            let page: Page = self.call(R::OPERATION, &request).await?;
+            let deadline = deadline.unwrap_or_else(|| self.deadline(R::OPERATION));
+            let page: Page = self.call_by(R::OPERATION, &request, &deadline).await?;
             let following = page.last_evaluated_key.clone().map(|key| {
                 request.continue_after(key);
                 request

@@ -8,7 +8,25 @@ use std::time::Duration;
 /// `[0, min(max_backoff, initial_backoff * 2^(n-1))]` ("full jitter"), so a crowd of clients
 /// throttled together spreads out instead of coming back in step. Retrying stops at
 /// `max_attempts` attempts, or when the next delay would end past `max_elapsed` from the
-/// first attempt, whichever comes first.
+/// first attempt, whichever comes first. A connection that could not be opened (refused,
+/// no such host, a failed TLS handshake) sent nothing: it is retried too, but only up to
+/// `max_connect_attempts` attempts, so that a wrong endpoint fails in moments.
+///
+/// # One deadline per call
+///
+/// Every public call of [`DynamoClient`](super::DynamoClient) has one overall deadline,
+/// `call_deadline` from its start (for [`ensure_table`](super::DynamoClient::ensure_table)
+/// and [`wait_until_active`](super::DynamoClient::wait_until_active), the table spec's or
+/// the caller's own wait bound instead). It covers everything the call does: fetching
+/// credentials, each request, retries and their backoff, every page of
+/// [`query_all`](super::DynamoClient::query_all) and
+/// [`scan_all`](super::DynamoClient::scan_all), every chunk and unprocessed-item retry of
+/// [`batch_write_item`](super::DynamoClient::batch_write_item). It is enforced hard: a
+/// request still in flight when it passes is abandoned (for a write, that is ambiguous),
+/// and the call fails with [`DynamoError::DeadlineExceeded`](super::DynamoError::DeadlineExceeded),
+/// naming the call and how long it ran. Each request is also bounded by
+/// `request_timeout`, set on the request itself, so that it holds for any HTTP client
+/// given to [`with_http_client`](super::DynamoClientBuilder::with_http_client).
 ///
 /// A 5xx or a lost answer leaves a write *ambiguous*: it may have been applied. Sending it
 /// again is safe for reads, puts, deletes, updates that only set values, transactions
@@ -43,8 +61,15 @@ pub struct RetryConfig {
     pub max_elapsed: Duration,
     /// Bound on one request, from sending to the end of the body.
     pub request_timeout: Duration,
-    /// Bound on opening a connection.
+    /// Bound on opening a connection (on the HTTP client the builder makes; a client given
+    /// to `with_http_client` keeps its own, and `request_timeout` bounds it anyway).
     pub connect_timeout: Duration,
+    /// Attempts in all, the first included, while the connection cannot even be opened
+    /// (nothing was sent, so it is never ambiguous). At least 1; `max_attempts` still
+    /// applies.
+    pub max_connect_attempts: u32,
+    /// Bound on one public call as a whole: see "One deadline per call" above.
+    pub call_deadline: Duration,
 }
 
 impl Default for RetryConfig {
@@ -56,6 +81,8 @@ impl Default for RetryConfig {
             max_elapsed: Duration::from_secs(20),
             request_timeout: Duration::from_secs(10),
             connect_timeout: Duration::from_secs(3),
+            max_connect_attempts: 3,
+            call_deadline: Duration::from_secs(60),
         }
     }
 }
@@ -74,6 +101,12 @@ impl RetryConfig {
         }
         if self.request_timeout.is_zero() || self.connect_timeout.is_zero() {
             return Err("request and connect timeouts must be above zero".into());
+        }
+        if self.max_connect_attempts == 0 {
+            return Err("retry max_connect_attempts must be at least 1".into());
+        }
+        if self.call_deadline.is_zero() {
+            return Err("call_deadline must be above zero".into());
         }
         Ok(())
     }
@@ -139,5 +172,20 @@ mod tests {
             ..RetryConfig::default()
         };
         assert!(inverted.validate().unwrap_err().contains("max_backoff"));
+        let no_time = RetryConfig {
+            call_deadline: Duration::ZERO,
+            ..RetryConfig::default()
+        };
+        assert!(no_time.validate().unwrap_err().contains("call_deadline"));
+        let no_connect = RetryConfig {
+            max_connect_attempts: 0,
+            ..RetryConfig::default()
+        };
+        assert!(
+            no_connect
+                .validate()
+                .unwrap_err()
+                .contains("max_connect_attempts")
+        );
     }
 }

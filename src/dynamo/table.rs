@@ -3,9 +3,8 @@
 use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
-use tokio::time::Instant;
 
-use super::client::DynamoClient;
+use super::client::{Deadline, DynamoClient};
 use super::error::DynamoError;
 
 /// The type of a key attribute.
@@ -74,7 +73,8 @@ pub struct TableSpec {
     pub key_schema: KeySchema,
     /// The attribute holding expiry times (epoch seconds), if TTL is wanted.
     pub ttl_attribute: Option<String>,
-    /// How long to wait for a new table to become ACTIVE.
+    /// The deadline of [`DynamoClient::ensure_table`] as a whole: describing, creating,
+    /// waiting for the table to become ACTIVE, and turning TTL on.
     pub active_timeout: Duration,
 }
 
@@ -110,7 +110,7 @@ impl TableSpec {
         self
     }
 
-    /// How long to wait for the table to become ACTIVE.
+    /// The deadline of [`DynamoClient::ensure_table`], waiting for ACTIVE included.
     pub fn with_active_timeout(mut self, timeout: Duration) -> Self {
         self.active_timeout = timeout;
         self
@@ -150,7 +150,9 @@ impl TimeToLive {
 /// What [`DynamoClient::ensure_table`] did.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EnsureReport {
-    /// The table was missing and was created.
+    /// The table was missing and this call created it. Also set when CreateTable's first
+    /// attempt got no definite answer and its retry found the table already there
+    /// (`ResourceInUseException`): that is taken to be the first attempt's doing.
     pub created: bool,
     /// TTL was off and was turned on.
     pub ttl_enabled: bool,
@@ -287,6 +289,15 @@ impl DynamoClient {
     /// CreateTable, on-demand (PAY_PER_REQUEST). Returns at once; the table is usually
     /// `CREATING` until [`wait_until_active`](Self::wait_until_active).
     pub async fn create_table(&self, spec: &TableSpec) -> Result<TableDescription, DynamoError> {
+        self.create_table_by(spec, &self.deadline("CreateTable"))
+            .await
+    }
+
+    async fn create_table_by(
+        &self,
+        spec: &TableSpec,
+        deadline: &Deadline,
+    ) -> Result<TableDescription, DynamoError> {
         let keys = std::iter::once((&spec.key_schema.hash, "HASH"))
             .chain(spec.key_schema.range.as_ref().map(|r| (r, "RANGE")));
         let (attribute_definitions, key_schema) = keys
@@ -309,37 +320,69 @@ impl DynamoClient {
             key_schema,
             billing_mode: "PAY_PER_REQUEST",
         };
-        let output: CreateTableOutput = self.call("CreateTable", &request).await?;
+        let output: CreateTableOutput = self.call_by("CreateTable", &request, deadline).await?;
         output.table_description.into_description()
     }
 
     /// DescribeTable. A missing table is a [`DynamoError::Service`] with code
     /// `ResourceNotFoundException`.
     pub async fn describe_table(&self, table: &str) -> Result<TableDescription, DynamoError> {
+        self.describe_table_by(table, &self.deadline("DescribeTable"))
+            .await
+    }
+
+    async fn describe_table_by(
+        &self,
+        table: &str,
+        deadline: &Deadline,
+    ) -> Result<TableDescription, DynamoError> {
         let output: DescribeTableOutput = self
-            .call("DescribeTable", &TableNameRequest { table_name: table })
+            .call_by(
+                "DescribeTable",
+                &TableNameRequest { table_name: table },
+                deadline,
+            )
             .await?;
         output.table.into_description()
     }
 
-    /// Polls DescribeTable until the table is ACTIVE, for at most `timeout`.
+    /// Polls DescribeTable until the table is ACTIVE; the whole call, each DescribeTable
+    /// and its retries included, ends within `timeout`.
+    ///
+    /// A table DescribeTable does not find is waited for too: just after CreateTable, AWS
+    /// may answer `ResourceNotFoundException` for a while (its reads are eventually
+    /// consistent). One still missing at the end is [`DynamoError::TableNotReady`] with
+    /// status `NOT_FOUND`.
     pub async fn wait_until_active(
         &self,
         table: &str,
         timeout: Duration,
     ) -> Result<TableDescription, DynamoError> {
-        let started = Instant::now();
+        self.wait_active_by(table, &Deadline::new("wait_until_active", timeout))
+            .await
+    }
+
+    async fn wait_active_by(
+        &self,
+        table: &str,
+        deadline: &Deadline,
+    ) -> Result<TableDescription, DynamoError> {
         let mut delay = Duration::from_millis(50);
         loop {
-            let description = self.describe_table(table).await?;
-            if description.status == "ACTIVE" {
-                return Ok(description);
-            }
-            if started.elapsed() + delay > timeout {
+            let status = match self.describe_table_by(table, deadline).await {
+                Ok(description) if description.status == "ACTIVE" => return Ok(description),
+                Ok(description) => description.status,
+                Err(e) if is_not_found(&e) => {
+                    tracing::debug!(table, "not visible yet: waiting");
+                    "NOT_FOUND".to_owned()
+                }
+                Err(e) => return Err(e),
+            };
+            if delay >= deadline.remaining() {
                 return Err(DynamoError::TableNotReady {
                     table: table.to_owned(),
-                    status: description.status,
-                    waited: started.elapsed(),
+                    status,
+                    waited: deadline.elapsed(),
                 });
             }
             tokio::time::sleep(delay).await;
@@ -354,6 +397,18 @@ impl DynamoClient {
         attribute: &str,
         enabled: bool,
     ) -> Result<(), DynamoError> {
+        let deadline = self.deadline("UpdateTimeToLive");
+        self.update_time_to_live_by(table, attribute, enabled, &deadline)
+            .await
+    }
+
+    async fn update_time_to_live_by(
+        &self,
+        table: &str,
+        attribute: &str,
+        enabled: bool,
+        deadline: &Deadline,
+    ) -> Result<(), DynamoError> {
         let request = UpdateTimeToLiveRequest {
             table_name: table,
             time_to_live_specification: TtlSpecification {
@@ -361,16 +416,26 @@ impl DynamoClient {
                 attribute_name: attribute,
             },
         };
-        let _: Ignored = self.call("UpdateTimeToLive", &request).await?;
+        let _: Ignored = self.call_by("UpdateTimeToLive", &request, deadline).await?;
         Ok(())
     }
 
     /// DescribeTimeToLive.
     pub async fn describe_time_to_live(&self, table: &str) -> Result<TimeToLive, DynamoError> {
+        self.describe_time_to_live_by(table, &self.deadline("DescribeTimeToLive"))
+            .await
+    }
+
+    async fn describe_time_to_live_by(
+        &self,
+        table: &str,
+        deadline: &Deadline,
+    ) -> Result<TimeToLive, DynamoError> {
         let output: DescribeTimeToLiveOutput = self
-            .call(
+            .call_by(
                 "DescribeTimeToLive",
                 &TableNameRequest { table_name: table },
+                deadline,
             )
             .await?;
         let ttl = output.time_to_live_description;
@@ -385,6 +450,17 @@ impl DynamoClient {
     /// and refuses one whose key schema or TTL attribute differs. Safe to call from many
     /// processes at once.
     ///
+    /// The whole call ends within `spec.active_timeout` (else
+    /// [`DynamoError::DeadlineExceeded`] naming `ensure_table`, or
+    /// [`DynamoError::TableNotReady`]). A table DescribeTable does not find just after
+    /// CreateTable (AWS's reads are eventually consistent) is waited for within that bound.
+    ///
+    /// [`EnsureReport::created`] is set when this call created the table, including when
+    /// CreateTable's first attempt got no definite answer (a 5xx, a lost connection) and
+    /// its retry was told `ResourceInUseException`: that table is taken to be the first
+    /// attempt's. (Another process creating the same table in that same moment would be
+    /// reported as ours too; nothing on the wire tells the two apart.)
+    ///
     /// ```no_run
     /// # async fn run(client: dynacommit::dynamo::DynamoClient) -> Result<(), dynacommit::dynamo::DynamoError> {
     /// use dynacommit::dynamo::TableSpec;
@@ -396,41 +472,46 @@ impl DynamoClient {
     /// # Ok(()) }
     /// ```
     pub async fn ensure_table(&self, spec: &TableSpec) -> Result<EnsureReport, DynamoError> {
+        let deadline = Deadline::new("ensure_table", spec.active_timeout);
         let mut created = false;
-        let found = match self.describe_table(&spec.name).await {
-            Ok(found) => found,
-            Err(e) if e.code() == Some("ResourceNotFoundException") => {
-                match self.create_table(spec).await {
-                    Ok(description) => {
-                        created = true;
-                        tracing::info!(table = %spec.name, "created table");
-                        description
-                    }
-                    // Another process created it between our two calls: check theirs.
-                    Err(e) if e.code() == Some("ResourceInUseException") => {
-                        self.describe_table(&spec.name).await?
-                    }
-                    Err(e) => return Err(e),
+        let found = match self.describe_table_by(&spec.name, &deadline).await {
+            Ok(found) => Some(found),
+            Err(e) if is_not_found(&e) => match self.create_table_by(spec, &deadline).await {
+                Ok(description) => {
+                    created = true;
+                    tracing::info!(table = %spec.name, "created table");
+                    Some(description)
                 }
-            }
+                // The table is there already. After an attempt of ours that got no definite
+                // answer, that is most likely our own first attempt's doing (its answer was
+                // lost): we report it as created by us. Otherwise another process created
+                // it between our two calls. Either way, wait for it below: just after
+                // CreateTable, DescribeTable may not find it yet.
+                Err(e) if e.code() == Some("ResourceInUseException") => {
+                    if e.is_ambiguous() {
+                        created = true;
+                        tracing::info!(table = %spec.name, "created table (its answer was lost)");
+                    }
+                    None
+                }
+                Err(e) => return Err(e),
+            },
             Err(e) => return Err(e),
         };
-        if found.key_schema != spec.key_schema {
-            return Err(DynamoError::TableSchemaMismatch {
-                table: spec.name.clone(),
-                expected: spec.key_schema.to_string(),
-                found: found.key_schema.to_string(),
-            });
+        if let Some(found) = &found {
+            self.check_schema(spec, found)?;
         }
-        let table = if found.status == "ACTIVE" {
-            found
-        } else {
-            self.wait_until_active(&spec.name, spec.active_timeout)
-                .await?
+        let table = match found {
+            Some(found) if found.status == "ACTIVE" => found,
+            _ => {
+                let table = self.wait_active_by(&spec.name, &deadline).await?;
+                self.check_schema(spec, &table)?;
+                table
+            }
         };
         let mut ttl_enabled = false;
         if let Some(attribute) = &spec.ttl_attribute {
-            let ttl = self.describe_time_to_live(&spec.name).await?;
+            let ttl = self.describe_time_to_live_by(&spec.name, &deadline).await?;
             if ttl.is_on() {
                 if ttl.attribute.as_deref() != Some(attribute.as_str()) {
                     return Err(DynamoError::TtlMismatch {
@@ -440,7 +521,10 @@ impl DynamoClient {
                     });
                 }
             } else {
-                match self.update_time_to_live(&spec.name, attribute, true).await {
+                match self
+                    .update_time_to_live_by(&spec.name, attribute, true, &deadline)
+                    .await
+                {
                     Ok(()) => {
                         ttl_enabled = true;
                         tracing::info!(table = %spec.name, %attribute, "enabled TTL");
@@ -448,7 +532,7 @@ impl DynamoClient {
                     // A concurrent caller may have turned it on first: DynamoDB then
                     // refuses ours. Accept theirs if it is the attribute we want.
                     Err(e) if e.code() == Some("ValidationException") => {
-                        let now = self.describe_time_to_live(&spec.name).await?;
+                        let now = self.describe_time_to_live_by(&spec.name, &deadline).await?;
                         if !(now.is_on() && now.attribute.as_deref() == Some(attribute.as_str())) {
                             return Err(e);
                         }
@@ -463,4 +547,21 @@ impl DynamoClient {
             table,
         })
     }
+
+    /// Refuses a table whose key schema is not the one `spec` asks for.
+    fn check_schema(&self, spec: &TableSpec, found: &TableDescription) -> Result<(), DynamoError> {
+        if found.key_schema == spec.key_schema {
+            return Ok(());
+        }
+        Err(DynamoError::TableSchemaMismatch {
+            table: spec.name.clone(),
+            expected: spec.key_schema.to_string(),
+            found: found.key_schema.to_string(),
+        })
+    }
+}
+
+/// Whether `error` says the table does not exist (or is not visible yet).
+fn is_not_found(error: &DynamoError) -> bool {
+    error.code() == Some("ResourceNotFoundException")
 }

@@ -22,6 +22,10 @@ pub enum Reply {
     /// Send the request on, and relay the answer, dropping the `Item` of error answers (as
     /// emulators that ignore `ReturnValuesOnConditionCheckFailure` do).
     ForwardWithoutItem(String),
+    /// Read the request and never answer, holding the connection open.
+    Stall,
+    /// Wait this long, then reply as the inner reply says (a slow server).
+    Delayed(std::time::Duration, Box<Reply>),
 }
 
 /// A running fake server.
@@ -30,6 +34,7 @@ pub struct FakeServer {
     pub url: String,
     requests: Arc<AtomicUsize>,
     targets: Arc<std::sync::Mutex<Vec<String>>>,
+    authorizations: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl FakeServer {
@@ -41,6 +46,8 @@ impl FakeServer {
         let counter = requests.clone();
         let targets = Arc::new(std::sync::Mutex::new(Vec::new()));
         let seen = targets.clone();
+        let authorizations = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let signed = authorizations.clone();
         let script = Arc::new(script);
         let forwarder = reqwest::Client::new();
         tokio::spawn(async move {
@@ -49,14 +56,23 @@ impl FakeServer {
                 let script = script.clone();
                 let forwarder = forwarder.clone();
                 let seen = seen.clone();
-                tokio::spawn(async move { serve(stream, n, &*script, &forwarder, &seen).await });
+                let signed = signed.clone();
+                tokio::spawn(async move {
+                    serve(stream, n, &*script, &forwarder, &seen, &signed).await
+                });
             }
         });
         Self {
             url,
             requests,
             targets,
+            authorizations,
         }
+    }
+
+    /// The `Authorization` header of every request so far, in arrival order.
+    pub fn authorizations(&self) -> Vec<String> {
+        self.authorizations.lock().unwrap().clone()
     }
 
     /// The `X-Amz-Target` of every request so far, in arrival order.
@@ -126,13 +142,29 @@ async fn serve(
     script: &(dyn Fn(usize, &str) -> Reply + Send + Sync),
     forwarder: &reqwest::Client,
     seen: &std::sync::Mutex<Vec<String>>,
+    signed: &std::sync::Mutex<Vec<String>>,
 ) {
     let Some(request) = read_request(&mut stream).await else {
         return;
     };
     let target = request.header("x-amz-target").to_owned();
     seen.lock().unwrap().push(target.clone());
-    let (status, body, declared) = match script(n, &target) {
+    signed
+        .lock()
+        .unwrap()
+        .push(request.header("authorization").to_owned());
+    let mut reply = script(n, &target);
+    while let Reply::Delayed(delay, inner) = reply {
+        tokio::time::sleep(delay).await;
+        reply = *inner;
+    }
+    let (status, body, declared) = match reply {
+        Reply::Stall => {
+            // Keep the connection open and never answer.
+            std::future::pending::<()>().await;
+            return;
+        }
+        Reply::Delayed(..) => unreachable!("unwrapped above"),
         Reply::With(status, body) => {
             let len = body.len();
             (status, body.into_bytes(), len)

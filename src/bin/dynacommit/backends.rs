@@ -5,11 +5,11 @@ use std::sync::Arc;
 use clap::Args;
 use dynacommit::dynamo::DynamoClientBuilder;
 use dynacommit::lease::{DynamoLeaseTable, LeaseConfig, LeaseTable, MemoryLeaseTable};
-use object_store::ObjectStore;
-use object_store::aws::AmazonS3Builder;
+use object_store::aws::{AmazonS3Builder, AwsCredentialProvider};
 use object_store::local::LocalFileSystem;
 use object_store::memory::InMemory;
 use object_store::prefix::PrefixStore;
+use object_store::{ObjectStore, RetryConfig};
 
 /// Flags shared by every command.
 #[derive(Debug, Args)]
@@ -82,6 +82,12 @@ impl BackendArgs {
             return Ok(None);
         }
         let mut builder = DynamoClientBuilder::from_env();
+        // Explicit keys sign as before; otherwise AWS's standard credential chain.
+        if (env("AWS_ACCESS_KEY_ID").is_none() || env("AWS_SECRET_ACCESS_KEY").is_none())
+            && let Some(chain) = credential_chain(std::env::vars())?
+        {
+            builder = builder.with_credential_provider(chain);
+        }
         if let Some(endpoint) = &self.dynamodb_endpoint {
             builder = builder.with_endpoint(endpoint);
         }
@@ -145,6 +151,55 @@ impl BackendArgs {
             scratch,
         })
     }
+}
+
+/// AWS's standard credential chain, as object_store's `AmazonS3Builder` runs it from the
+/// `AWS_*` variables in `vars`: static keys, else a web identity token
+/// (`AWS_WEB_IDENTITY_TOKEN_FILE` and `AWS_ROLE_ARN`, exchanged at STS), else ECS task
+/// credentials (`AWS_CONTAINER_CREDENTIALS_RELATIVE_URI`), else container credentials
+/// (`AWS_CONTAINER_CREDENTIALS_FULL_URI` with `AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE`),
+/// else the instance metadata service, unless `AWS_EC2_METADATA_DISABLED=true`: then there
+/// is no chain (`None`), and the client builder says how to give credentials.
+///
+/// The provider fetches lazily, at the first request, and its own retries are kept short;
+/// the DynamoDB client bounds each fetch by its call's deadline anyway. Errors never
+/// carry the values of the variables.
+fn credential_chain(
+    vars: impl IntoIterator<Item = (String, String)>,
+) -> Result<Option<AwsCredentialProvider>, String> {
+    let vars: Vec<(String, String)> = vars
+        .into_iter()
+        .filter(|(k, v)| k.starts_with("AWS_") && !v.is_empty())
+        .collect();
+    let set = |name: &str| vars.iter().any(|(k, _)| k == name);
+    let chain_configured = set("AWS_ACCESS_KEY_ID")
+        || (set("AWS_WEB_IDENTITY_TOKEN_FILE") && set("AWS_ROLE_ARN"))
+        || set("AWS_CONTAINER_CREDENTIALS_RELATIVE_URI")
+        || (set("AWS_CONTAINER_CREDENTIALS_FULL_URI")
+            && set("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE"));
+    let metadata_disabled = vars
+        .iter()
+        .any(|(k, v)| k == "AWS_EC2_METADATA_DISABLED" && v.eq_ignore_ascii_case("true"));
+    if !chain_configured && metadata_disabled {
+        return Ok(None);
+    }
+    // What AmazonS3Builder::from_env does, from `vars`; the bucket is never contacted.
+    let mut builder = AmazonS3Builder::new();
+    for (key, value) in &vars {
+        if let Ok(config) = key.to_ascii_lowercase().parse() {
+            builder = builder.with_config(config, value);
+        }
+    }
+    let s3 = builder
+        .with_bucket_name("dynacommit-credentials")
+        .with_retry(RetryConfig {
+            max_retries: 2,
+            retry_timeout: std::time::Duration::from_secs(10),
+            ..RetryConfig::default()
+        })
+        .build()
+        .map_err(|e| format!("cannot set up the AWS credential chain: {e}"))?;
+    Ok(Some(s3.credentials().clone()))
 }
 
 type OpenedStore = (Arc<dyn ObjectStore>, String, Option<std::path::PathBuf>);

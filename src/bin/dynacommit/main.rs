@@ -17,7 +17,9 @@ use clap::{Parser, Subcommand};
 /// With no configuration every command runs on the embedded default: an in-process lease
 /// table and a local store. Point it at real services with --store and the usual AWS
 /// variables (AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_S3, AWS_REGION, AWS_ACCESS_KEY_ID,
-/// AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN).
+/// AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN). Without keys, credentials come from AWS's
+/// standard chain: a web identity token file, ECS or container credentials, or the
+/// instance metadata service (AWS_EC2_METADATA_DISABLED=true turns that off).
 #[derive(Debug, Parser)]
 #[command(name = "dynacommit", version, about, long_about)]
 struct Cli {
