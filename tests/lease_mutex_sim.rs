@@ -5,6 +5,8 @@
 //! (the protocol) there are none, over every seed; run with one holder ignoring it (the
 //! protection off) the same check finds them.
 
+#[path = "sim/clock.rs"]
+mod clock;
 mod common;
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -55,6 +57,10 @@ enum Holder {
     Honest,
     /// Writer 0 carries on after its renewals fail: the protection off.
     IgnoresItsDeadline,
+    /// Every writer reclaims after one lease timeout instead of timeout x skew (a planted
+    /// bug): safe only if every clock ran at the same rate.
+    #[cfg(feature = "planted-bugs")]
+    ReclaimsAfterOneTimeout,
 }
 
 async fn no_check() -> Result<(), std::convert::Infallible> {
@@ -62,6 +68,7 @@ async fn no_check() -> Result<(), std::convert::Infallible> {
 }
 
 async fn writer(
+    origin: tokio::time::Instant,
     id: usize,
     shared: Arc<dyn LeaseTable>,
     critical: Arc<Critical>,
@@ -72,8 +79,19 @@ async fn writer(
     let config = LeaseConfig::new("sim")
         .with_timeout(TIMEOUT)
         .with_poll_interval(Duration::from_millis(100));
-    let leases = LeaseManager::new(faulty.clone(), config).unwrap();
     let mut rng = StdRng::seed_from_u64(seed * 1_000 + id as u64);
+    // Each writer's clock runs at a rate of its own, 0.8 to 1.25 times true time: a
+    // ratio of 1.56, within the skew rate of 3.
+    let rate = rng.random_range(800..=1250);
+    let clock = clock::NodeClock::new(origin, rate, 1000, 0);
+    #[allow(unused_mut)]
+    let mut leases = LeaseManager::new(faulty.clone(), config)
+        .unwrap()
+        .with_clock(Arc::new(clock));
+    #[cfg(feature = "planted-bugs")]
+    if holder == Holder::ReclaimsAfterOneTimeout {
+        leases = leases.with_planted_bug(dynacommit::lease::PlantedBug::ReclaimAfterOneTimeout);
+    }
     for _ in 0..ROUNDS {
         if rng.random_range(0..8) == 0 {
             // This acquisition's answer is lost after it applied.
@@ -133,8 +151,16 @@ async fn writer(
 async fn simulate(seed: u64, holder: Holder) -> (usize, usize) {
     let shared: Arc<dyn LeaseTable> = Arc::new(MemoryLeaseTable::new());
     let critical = Arc::new(Critical::default());
-    let writers = (0..WRITERS)
-        .map(|id| tokio::spawn(writer(id, shared.clone(), critical.clone(), seed, holder)));
+    let writers = (0..WRITERS).map(|id| {
+        tokio::spawn(writer(
+            tokio::time::Instant::now(),
+            id,
+            shared.clone(),
+            critical.clone(),
+            seed,
+            holder,
+        ))
+    });
     for w in futures::future::join_all(writers).await {
         w.unwrap();
     }
@@ -170,4 +196,19 @@ async fn a_holder_that_ignores_its_deadline_is_caught() {
         caught > 0,
         "the check never saw the unsafe holder overlap another"
     );
+}
+
+#[cfg(feature = "planted-bugs")]
+#[tokio::test(start_paused = true)]
+async fn a_protocol_that_reclaims_after_one_timeout_is_caught() {
+    let mut caught = 0;
+    for seed in 0..40 {
+        let (_, violations) = simulate(seed, Holder::ReclaimsAfterOneTimeout).await;
+        caught += usize::from(violations > 0);
+    }
+    assert!(
+        caught > 0,
+        "reclaiming after one timeout never let two writers in at once"
+    );
+    println!("reclaiming after one timeout: {caught} of 40 seeds caught it");
 }

@@ -97,8 +97,9 @@ enum Fate {
     LateApply(Duration),
 }
 
-/// Own records by (path, etag, generation): when first read back, and whether reported.
-type OwnReads = BTreeMap<(String, String, u64), (Instant, bool)>;
+/// Own records by (path, etag, owner, generation): when first read back, and whether
+/// reported.
+type OwnReads = BTreeMap<(String, String, String, u64), (Instant, bool)>;
 
 /// One node's link to the table.
 pub struct NodeTable {
@@ -178,7 +179,12 @@ impl NodeTable {
         if record.released || record.owner.is_none() || record.owner != current {
             return;
         }
-        let key = (record.path.clone(), record.etag.clone(), record.generation);
+        let key = (
+            record.path.clone(),
+            record.etag.clone(),
+            current.unwrap_or_default(),
+            record.generation,
+        );
         let now = Instant::now();
         let mut reads = self.own_reads.lock().unwrap();
         let (first, reported) = reads.entry(key).or_insert((now, false));
@@ -214,6 +220,20 @@ impl LeaseTable for NodeTable {
             return Err(ambiguous("no route to the table"));
         }
         let fate = self.fate();
+        if trace() {
+            eprintln!(
+                "{:?} node {} put {}#{} g{} {} released={} expect {:?} fate {:?}",
+                self.world.elapsed(),
+                self.node,
+                record.path,
+                record.etag,
+                record.generation,
+                short(&record.owner),
+                record.released,
+                expect,
+                fate
+            );
+        }
         let (shared, record, expect) = (self.shared.clone(), record.clone(), expect.clone());
         let (answer, answered) = tokio::sync::oneshot::channel();
         // From here the request is on the wire: it goes its way whether or not the caller
@@ -262,6 +282,16 @@ impl LeaseTable for NodeTable {
         }
         let record = self.shared.read(path, etag);
         tokio::time::sleep(back).await;
+        if trace() {
+            eprintln!(
+                "{:?} node {} get {path}#{etag} -> {:?}",
+                self.world.elapsed(),
+                self.node,
+                record
+                    .as_ref()
+                    .map(|r| (r.generation, short(&r.owner), r.released))
+            );
+        }
         if let Some(record) = &record {
             self.check_not_waiting_on_itself(record);
         }
@@ -271,4 +301,16 @@ impl LeaseTable for NodeTable {
     fn describe(&self) -> String {
         format!("simulated table, node {}", self.node)
     }
+}
+
+/// Whether to print every table request (`DYNACOMMIT_SIM_TRACE`, with one seed).
+fn trace() -> bool {
+    std::env::var_os("DYNACOMMIT_SIM_TRACE").is_some()
+}
+
+/// The first characters of an owner nonce, for traces.
+fn short(owner: &Option<String>) -> String {
+    owner
+        .as_deref()
+        .map_or("-".to_owned(), |o| o.chars().take(6).collect())
 }
