@@ -27,20 +27,91 @@ use object_store::aws::{S3ConditionalPut, S3CopyIfNotExists};
 use object_store::path::Path;
 use object_store_012 as old;
 
-/// Fresh paths per scenario.
-const CREATES: usize = 200;
-const COPIES: usize = 100;
-const PASSTHROUGH: usize = 100;
-const RECREATES: usize = 3;
-/// The lease timeout of the delete-then-recreate scenario, for both protocols (the old
-/// one waits timeout x 3 per re-create: 60 s at the default 20 s).
-const SHORT_TIMEOUT_MS: u64 = 1_000;
+/// How much each scenario does.
+#[derive(Debug, Clone, Copy)]
+struct Sizes {
+    /// Fresh paths created (scenario 1).
+    creates: usize,
+    /// Copies to fresh targets (scenario 4).
+    copies: usize,
+    /// Puts, gets and listings (scenario 5).
+    passthrough: usize,
+    /// Delete-then-recreate rounds (scenario 3).
+    recreates: usize,
+    /// The lease timeout of the delete-then-recreate scenario, for both protocols (the
+    /// old one waits timeout x 3 per re-create: 60 s at the default 20 s).
+    short_timeout_ms: u64,
+    /// object_store's race (scenario 2): workers, increments each, rounds (best of).
+    race: (usize, usize, usize),
+}
+
+impl Sizes {
+    /// The sizes of `docs/benchmarks.md`.
+    const FULL: Self = Self {
+        creates: 200,
+        copies: 100,
+        passthrough: 100,
+        recreates: 3,
+        short_timeout_ms: 1_000,
+        race: (5, 10, 3),
+    };
+
+    /// A smoke run (`DYNACOMMIT_BENCH_SMOKE=1`, as `scripts/test.sh` runs it): every
+    /// scenario and every check of its results, on tiny sizes; its timings mean nothing.
+    const SMOKE: Self = Self {
+        creates: 5,
+        copies: 5,
+        passthrough: 5,
+        recreates: 1,
+        short_timeout_ms: 300,
+        race: (3, 2, 1),
+    };
+
+    fn from_env() -> Self {
+        match std::env::var("DYNACOMMIT_BENCH_SMOKE") {
+            Ok(v) if !v.is_empty() && v != "0" => Self::SMOKE,
+            _ => Self::FULL,
+        }
+    }
+}
+
+/// How long background releases may take to land before a scenario's request counts are
+/// read without them.
+const RELEASES_LAND_WITHIN: Duration = Duration::from_secs(10);
 
 /// A lease table counting its calls.
 #[derive(Debug)]
 struct CountingTable {
     inner: DynamoLeaseTable,
     counters: Arc<Counters>,
+}
+
+impl CountingTable {
+    /// Waits (uncounted) until every lease record in the table is released: the
+    /// releases dynacommit sends in the background after a write have landed, so the
+    /// request counts read next include them. Bounded: a release may legitimately fail
+    /// (the lease then expires instead), so after `RELEASES_LAND_WITHIN` this says how
+    /// many are left and goes on.
+    async fn releases_landed(&self) {
+        let started = tokio::time::Instant::now();
+        loop {
+            let records = self.inner.list("").await.unwrap();
+            let held = records.iter().filter(|r| !r.released).count();
+            if held == 0 {
+                return;
+            }
+            if started.elapsed() > RELEASES_LAND_WITHIN {
+                eprintln!(
+                    "warning: {held} of {} lease records still unreleased after {:?}; \
+                     the request counts miss their releases",
+                    records.len(),
+                    RELEASES_LAND_WITHIN
+                );
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
 }
 
 #[async_trait]
@@ -189,12 +260,23 @@ struct Contender {
     name: &'static str,
     target: Box<dyn Target>,
     counters: Arc<Counters>,
+    /// dynacommit's lease table, whose background releases a count waits for.
+    leases: Option<Arc<CountingTable>>,
+}
+
+impl Contender {
+    /// Waits until the target's background work (dynacommit's lease releases) is done.
+    async fn settled(&self) {
+        if let Some(leases) = &self.leases {
+            leases.releases_landed().await;
+        }
+    }
 }
 
 async fn lease_table(
     counters: Arc<Counters>,
     timeout_ms: u64,
-) -> (Arc<dyn LeaseTable>, LeaseConfig) {
+) -> (Arc<CountingTable>, LeaseConfig) {
     let name = common::unique_name("bench");
     let table = DynamoLeaseTable::new(common::dynamodb().await, &name);
     table.ensure_table().await.unwrap();
@@ -222,12 +304,13 @@ async fn contenders(server: S3Server, timeout_ms: u64) -> Vec<Contender> {
     let (table, config) = lease_table(counters.clone(), timeout_ms).await;
     let store = Arc::new(CommitStore::new(
         inner,
-        LeaseManager::new(table, config).unwrap(),
+        LeaseManager::new(table.clone(), config).unwrap(),
     ));
     out.push(Contender {
         name: "dynacommit",
         target: Box::new(StoreTarget(store)),
         counters,
+        leases: Some(table),
     });
 
     let counters = Arc::new(Counters::default());
@@ -249,6 +332,7 @@ async fn contenders(server: S3Server, timeout_ms: u64) -> Vec<Contender> {
         name: "object_store 0.12.5",
         target: Box::new(OldTarget(store)),
         counters,
+        leases: None,
     });
 
     if matches!(server, S3Server::SeaweedFs) {
@@ -266,6 +350,7 @@ async fn contenders(server: S3Server, timeout_ms: u64) -> Vec<Contender> {
             name: "native conditional PUT",
             target: Box::new(StoreTarget(store)),
             counters,
+            leases: None,
         });
     }
     if matches!(server, S3Server::S3rver) {
@@ -308,7 +393,15 @@ fn wanted(n: u32) -> bool {
         .unwrap_or(true)
 }
 
-async fn run_server(server: S3Server, label: &str) {
+async fn run_server(server: S3Server, label: &str, sizes: Sizes) {
+    let Sizes {
+        creates,
+        copies,
+        passthrough,
+        recreates,
+        short_timeout_ms,
+        race: (workers, increments, rounds),
+    } = sizes;
     println!("\n## {label}\n");
     let cs = contenders(server, 20_000).await;
     let base = Path::from(format!("bench-{:08x}", rand::random::<u32>()));
@@ -324,17 +417,19 @@ async fn run_server(server: S3Server, label: &str) {
     };
 
     if wanted(1) {
-        println!("### 1. Uncontended create ({CREATES} fresh paths, targets interleaved)\n");
+        println!("### 1. Uncontended create ({creates} fresh paths, targets interleaved)\n");
         println!(
             "| target | p50 ms | p99 ms | S3 req/commit | DynamoDB writes/commit | DynamoDB reads/commit |"
         );
         println!("|---|---|---|---|---|---|");
         let before: Vec<_> = cs.iter().map(|c| c.counters.snapshot()).collect();
         let paths = lanes(&cs, "create");
-        let results = bench::uncontended_create(&lane_refs(&cs, &paths), CREATES)
+        let results = bench::uncontended_create(&lane_refs(&cs, &paths), creates)
             .await
             .unwrap();
-        tokio::time::sleep(Duration::from_millis(500)).await; // let background releases land
+        for c in &cs {
+            c.settled().await;
+        }
         for ((c, p), before) in cs.iter().zip(&results).zip(before) {
             let (s3, w, r) = delta(before, c.counters.snapshot());
             println!(
@@ -342,9 +437,9 @@ async fn run_server(server: S3Server, label: &str) {
                 c.name,
                 ms(p.p50),
                 ms(p.p99),
-                per(s3, CREATES),
-                per(w, CREATES),
-                per(r, CREATES)
+                per(s3, creates),
+                per(w, creates),
+                per(r, creates)
             );
         }
         ratios(&cs, &results);
@@ -352,13 +447,13 @@ async fn run_server(server: S3Server, label: &str) {
 
     if wanted(2) {
         println!(
-            "\n### 2. object_store's race: 5 workers x 10 increments (best of 3, order rotated)\n"
+            "\n### 2. object_store's race: {workers} workers x {increments} increments (best of {rounds}, order rotated)\n"
         );
         println!("| target | wall time ms | DynamoDB writes/commit | DynamoDB reads/commit |");
         println!("|---|---|---|---|");
         let mut walls = vec![Duration::MAX; cs.len()];
         let mut counts = vec![(0, 0, 0); cs.len()];
-        for round in 0..3 {
+        for round in 0..rounds {
             for k in (0..cs.len()).cycle().skip(round).take(cs.len()) {
                 let c = &cs[k];
                 let before = c.counters.snapshot();
@@ -366,10 +461,10 @@ async fn run_server(server: S3Server, label: &str) {
                     .clone()
                     .join(c.name.replace(' ', "_"))
                     .join(format!("RACE-{round}"));
-                let wall = bench::increment_race(&*c.target, &path, 5, 10)
+                let wall = bench::increment_race(&*c.target, &path, workers, increments)
                     .await
                     .unwrap();
-                tokio::time::sleep(Duration::from_millis(300)).await;
+                c.settled().await;
                 walls[k] = walls[k].min(wall);
                 if round == 0 {
                     counts[k] = delta(before, c.counters.snapshot());
@@ -381,8 +476,8 @@ async fn run_server(server: S3Server, label: &str) {
                 "| {} | {} | {} | {} |",
                 c.name,
                 ms(*wall),
-                per(*w, 50),
-                per(*r, 50)
+                per(*w, workers * increments),
+                per(*r, workers * increments)
             );
         }
         let as_p: Vec<Percentiles> = walls
@@ -398,11 +493,11 @@ async fn run_server(server: S3Server, label: &str) {
     }
 
     if wanted(4) {
-        println!("\n### 4. Copy-if-not-exists ({COPIES} fresh targets, interleaved)\n");
+        println!("\n### 4. Copy-if-not-exists ({copies} fresh targets, interleaved)\n");
         println!("| target | p50 ms | p99 ms |");
         println!("|---|---|---|");
         let paths = lanes(&cs, "copy");
-        let results = bench::copy_if_absent(&lane_refs(&cs, &paths), COPIES)
+        let results = bench::copy_if_absent(&lane_refs(&cs, &paths), copies)
             .await
             .unwrap();
         for (c, p) in cs.iter().zip(&results) {
@@ -413,7 +508,7 @@ async fn run_server(server: S3Server, label: &str) {
 
     if wanted(5) {
         println!(
-            "\n### 5. Passthrough ({PASSTHROUGH} x 1 KiB puts, gets, listings of {PASSTHROUGH}; interleaved)\n"
+            "\n### 5. Passthrough ({passthrough} x 1 KiB puts, gets, listings of {passthrough}; interleaved)\n"
         );
         let bucket = server.fresh_bucket().await;
         let bare: Box<dyn Target> = Box::new(StoreTarget(Arc::new(
@@ -422,13 +517,13 @@ async fn run_server(server: S3Server, label: &str) {
         let (table, config) = lease_table(Arc::default(), 20_000).await;
         let wrapped: Box<dyn Target> = Box::new(StoreTarget(Arc::new(CommitStore::new(
             Arc::new(server.store(&bucket, S3ConditionalPut::Disabled)),
-            LeaseManager::new(table, config).unwrap(),
+            LeaseManager::new(table as Arc<dyn LeaseTable>, config).unwrap(),
         ))));
         let lanes = [
             (&*bare, Path::from("pass/bare")),
             (&*wrapped, Path::from("pass/wrapped")),
         ];
-        let results = bench::passthrough(&lanes, PASSTHROUGH).await.unwrap();
+        let results = bench::passthrough(&lanes, passthrough).await.unwrap();
         println!("| operation | bare p50 ms | wrapper p50 ms | wrapper / bare |");
         println!("|---|---|---|---|");
         for (op, r) in ["put", "get", "list"].iter().zip(&results) {
@@ -443,17 +538,17 @@ async fn run_server(server: S3Server, label: &str) {
 
     if wanted(3) {
         println!(
-            "\n### 3. Delete then re-create at one path ({RECREATES} rounds, {SHORT_TIMEOUT_MS} ms lease for both; each round: create, delete, re-create, delete)\n"
+            "\n### 3. Delete then re-create at one path ({recreates} rounds, {short_timeout_ms} ms lease for both; each round: create, delete, re-create, delete)\n"
         );
         println!("| target | round p50 ms | max ms |");
         println!("|---|---|---|");
-        let cs: Vec<Contender> = contenders(server, SHORT_TIMEOUT_MS)
+        let cs: Vec<Contender> = contenders(server, short_timeout_ms)
             .await
             .into_iter()
             .filter(|c| c.name != "native conditional PUT")
             .collect();
         let paths = lanes(&cs, "recreate");
-        let results = bench::delete_then_recreate(&lane_refs(&cs, &paths), RECREATES)
+        let results = bench::delete_then_recreate(&lane_refs(&cs, &paths), recreates)
             .await
             .unwrap();
         for (c, p) in cs.iter().zip(&results) {
@@ -492,12 +587,21 @@ fn ratios(cs: &[Contender], results: &[Percentiles]) {
 
 #[tokio::main]
 async fn main() {
+    let sizes = Sizes::from_env();
     println!("# dynacommit benchmarks");
+    if sizes.creates < Sizes::FULL.creates {
+        println!("\nsmoke run (DYNACOMMIT_BENCH_SMOKE): tiny sizes, timings mean nothing");
+    }
     println!(
         "\nmachine: {} cores; {}",
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         std::env::consts::ARCH
     );
-    run_server(S3Server::SeaweedFs, "SeaweedFS 4.48 + DynamoDB Local").await;
-    run_server(S3Server::S3rver, "s3rver 3.7.1 + DynamoDB Local").await;
+    run_server(
+        S3Server::SeaweedFs,
+        "SeaweedFS 4.48 + DynamoDB Local",
+        sizes,
+    )
+    .await;
+    run_server(S3Server::S3rver, "s3rver 3.7.1 + DynamoDB Local", sizes).await;
 }

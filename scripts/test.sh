@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh machine: installs and starts the local services
 # (DynamoDB Local, SeaweedFS, s3rver), runs formatting, lint, docs, every test, the
-# examples and the README's first command, and stops what it started, whether the tests
-# pass or not.
+# examples (each checks what it shows), a smoke run of the benchmarks (every scenario and
+# its checks, tiny sizes) and the README's first command, and stops what it started,
+# whether the tests pass or not.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -19,18 +20,28 @@ cargo clippy --all-targets --quiet -- -D warnings
 cargo clippy --all-targets --quiet --features planted-bugs -- -D warnings
 echo "== cargo doc"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet
-echo "== tests"
 if cargo nextest --version >/dev/null 2>&1; then
+	# .config/nextest.toml bounds each test (killed after 5 minutes) and runs the
+	# zombie-write tests alone.
+	echo "== tests (runner: $(cargo nextest --version | head -n 1))"
 	cargo nextest run --features planted-bugs --lib --bins --tests --no-fail-fast
 else
-	cargo test --features planted-bugs --lib --bins --tests --no-fail-fast
+	# Without nextest there is no per-test limit: bound the whole run instead, so a hung
+	# test fails it rather than stalling CI. Nor are the zombie-write tests run alone.
+	limit="${DYNACOMMIT_TEST_TIMEOUT:-30m}"
+	echo "== tests (runner: cargo test, nextest not installed; whole run killed after $limit)"
+	timeout --kill-after=30s "$limit" \
+		cargo test --features planted-bugs --lib --bins --tests --no-fail-fast
 fi
-echo "== examples"
+echo "== examples (each exits non-zero if what it shows does not hold)"
 for example in examples/*.rs; do
 	name="$(basename "$example" .rs)"
 	echo "-- $name"
-	cargo run --quiet --example "$name" >/dev/null
+	timeout --kill-after=10s 2m cargo run --quiet --features planted-bugs --example "$name"
 done
+echo "== benchmark smoke run (every scenario and its checks, tiny sizes; timings mean nothing)"
+DYNACOMMIT_BENCH_SMOKE=1 timeout --kill-after=10s 5m \
+	cargo test --quiet --features planted-bugs --bench protocols >/dev/null
 echo "== README command 1"
 cargo run --quiet -- race
 echo "== doc tests"

@@ -58,25 +58,73 @@ fn race_json_is_machine_readable() {
     assert!(out.stderr.is_empty(), "JSON mode prints nothing else");
 }
 
+/// `bench --json` reports every scenario, each ratio is its two p50s' quotient, a create
+/// through the wrapper (lease, HEAD, put, release) costs more than a bare put, and a
+/// passthrough operation costs about what the bare store's does (a passthrough ten times
+/// slower than bare is doing something it should not). The bench itself exits non-zero
+/// when a scenario's check fails (a fresh path taken, a listing short).
 #[test]
-fn bench_on_the_embedded_default_reports_ratios() {
+fn bench_on_the_embedded_default_reports_every_scenario_with_consistent_ratios() {
     let out = dynacommit(&["bench", "--ops", "20", "--json"], &[]);
     assert!(out.status.success(), "{}", text(&out.stderr));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let mut keys: Vec<&str> = report
+        .as_object()
+        .unwrap()
+        .keys()
+        .map(String::as_str)
+        .collect();
+    keys.sort_unstable();
+    assert_eq!(
+        keys,
+        [
+            "copy-if-not-exists p50 ms",
+            "create (bare: unconditional put)",
+            "delete then re-create round p50 ms",
+            "get (passthrough)",
+            "list (passthrough)",
+            "put (passthrough)",
+        ],
+        "{report}"
+    );
+    let row = |op: &str| {
+        let field = |name: &str| {
+            let value = report[op][name].as_f64();
+            value
+                .filter(|v| v.is_finite() && *v > 0.0)
+                .unwrap_or_else(|| panic!("{op}: {name} is {value:?}: {report}"))
+        };
+        let (ours, bare, ratio) = (
+            field("dynacommit_p50_ms"),
+            field("bare_p50_ms"),
+            field("ratio"),
+        );
+        assert!(
+            (ratio - ours / bare).abs() <= 1e-9 * ratio,
+            "{op}: ratio {ratio} is not {ours} / {bare}"
+        );
+        ratio
+    };
+    let create = row("create (bare: unconditional put)");
+    assert!(
+        create > 1.0,
+        "a create through a lease cost less than a bare put ({create}): {report}"
+    );
     for op in [
         "put (passthrough)",
         "get (passthrough)",
         "list (passthrough)",
     ] {
-        let ratio = report[op]["ratio"].as_f64().unwrap();
-        assert!(ratio > 0.0, "{op}: {report}");
+        let ratio = row(op);
+        assert!(ratio < 10.0, "{op}: {ratio} x bare: {report}");
     }
-    assert!(
-        report["delete then re-create round p50 ms"]
-            .as_f64()
-            .unwrap()
-            < 1_000.0
-    );
+    for op in [
+        "delete then re-create round p50 ms",
+        "copy-if-not-exists p50 ms",
+    ] {
+        let p50 = report[op].as_f64().unwrap();
+        assert!(p50 > 0.0 && p50 < 1_000.0, "{op}: {p50}: {report}");
+    }
 }
 
 #[test]

@@ -5,15 +5,16 @@
 mod common;
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use common::old_protocol::{self, OldWriter};
 use common::s3::S3Server;
 use dynacommit::CommitStore;
-use dynacommit::lease::{DynamoLeaseTable, LeaseManager};
+use dynacommit::lease::{DynamoLeaseTable, LeaseManager, LeaseTable};
 use dynacommit::race::{self, LogWriter, RaceReport, StoreWriter};
-use object_store::ObjectStore;
 use object_store::aws::S3ConditionalPut;
 use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode};
 
 fn assert_clean(report: &RaceReport) {
     let expected = (report.writers * report.commits_per_writer) as u64;
@@ -80,6 +81,7 @@ async fn a_mixed_fleet_with_object_store_0_12_5_still_commits_every_version_once
         &table,
         leases_timeout_ms(),
     ));
+    // Even writers are ours, odd ones 0.12.5's.
     let writers: Vec<Arc<dyn LogWriter>> = (0..16)
         .map(|i| {
             if i % 2 == 0 {
@@ -89,40 +91,130 @@ async fn a_mixed_fleet_with_object_store_0_12_5_still_commits_every_version_once
             }
         })
         .collect();
-    let report = race::run(writers, inner, &Path::from("_log"), 20, None)
+    let prefix = Path::from("_log");
+    let report = race::run(writers, inner.clone(), &prefix, 20, None)
         .await
         .unwrap();
     assert_clean(&report);
+    assert_eq!(report.versions, 320);
+    assert!(report.conflicts > 0, "no writer ever collided: {report:?}");
+
+    // The fleet is only mixed if old and new writers raced for the same versions: read
+    // who won each version, and require the winners to switch between old and new many
+    // times along the log (not one side's run of versions, then the other's).
+    let mut winners = Vec::new();
+    for version in 0..report.versions {
+        let body = inner
+            .get(&race::version_path(&prefix, version))
+            .await
+            .unwrap()
+            .bytes()
+            .await
+            .unwrap();
+        let body: serde_json::Value = serde_json::from_slice(&body).unwrap();
+        let writer = body["writer"].as_u64().unwrap();
+        winners.push(writer.is_multiple_of(2));
+    }
+    let ours_won = winners.iter().filter(|ours| **ours).count();
+    assert_eq!(ours_won, 160, "each of our 8 writers won its 20 versions");
+    let switches = winners.windows(2).filter(|w| w[0] != w[1]).count();
+    eprintln!("winners switched between old and new writers {switches} times in 320 versions");
+    assert!(
+        switches >= 20,
+        "old and new writers barely interleaved ({switches} switches): {winners:?}"
+    );
 }
 
 fn leases_timeout_ms() -> u64 {
     20_000
 }
 
+/// Each protocol takes over the other's lease record: 0.12.5's record parses as ours and
+/// our writer reclaims it; ours parses as theirs and their writer reclaims it and creates
+/// through it. Short lease timeouts (each side waits out the other's before reclaiming)
+/// keep it quick.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn old_and_new_writers_read_each_others_lease_records() {
-    // An 0.12.5 writer's lease record parses as ours, and ours as theirs (they create
-    // through it without error after we hold and release it).
+    const TIMEOUT_MS: u64 = 300;
     let bucket = S3Server::S3rver.fresh_bucket().await;
-    let leases = common::dynamo_leases().await;
-    let table_name = leases.config().table.clone();
-    let theirs = old_protocol::store(S3Server::S3rver, &bucket, &table_name, 20_000);
-    let path = object_store_012::path::Path::from("old/created");
-    object_store_012::ObjectStore::put_opts(
-        &theirs,
-        &path,
-        "old".into(),
-        object_store_012::PutMode::Create.into(),
-    )
-    .await
-    .unwrap();
-    let table = DynamoLeaseTable::new(common::dynamodb().await, &table_name);
-    let record = dynacommit::lease::LeaseTable::get(&table, "old/created", "*")
+    let inner: Arc<dyn ObjectStore> =
+        Arc::new(S3Server::S3rver.store(&bucket, S3ConditionalPut::ETagMatch));
+    let table_name = common::unique_name("mixed");
+    let table = Arc::new(DynamoLeaseTable::new(common::dynamodb().await, &table_name));
+    table.ensure_table().await.unwrap();
+    let config = common::test_lease_config(&table_name)
+        .with_timeout(Duration::from_millis(TIMEOUT_MS))
+        .with_renew_interval(Duration::from_millis(TIMEOUT_MS / 3));
+    let ours = CommitStore::new(
+        inner.clone(),
+        LeaseManager::new(table.clone(), config).unwrap(),
+    );
+    let theirs = old_protocol::store(S3Server::S3rver, &bucket, &table_name, TIMEOUT_MS);
+    let create_theirs = |path: &'static str, body: &'static str| {
+        let theirs = &theirs;
+        async move {
+            object_store_012::ObjectStore::put_opts(
+                theirs,
+                &object_store_012::path::Path::from(path),
+                body.into(),
+                object_store_012::PutMode::Create.into(),
+            )
+            .await
+        }
+    };
+
+    // Theirs as ours: 0.12.5 creates, leaving its lease record ...
+    create_theirs("old/created", "old").await.unwrap();
+    let record = table
+        .get("old/created", "*")
         .await
         .unwrap()
         .expect("0.12.5 wrote a lease record");
     assert_eq!(record.generation, 0);
     assert_eq!(record.owner, None);
-    assert_eq!(record.timeout.as_millis(), 20_000);
-    let _ = LeaseManager::new(Arc::new(table), leases.config().clone()).unwrap();
+    assert_eq!(record.timeout.as_millis(), u128::from(TIMEOUT_MS));
+    // ... and the object goes (a plain delete, which takes no lease); our writer
+    // parses their record, waits it out, reclaims it and creates.
+    let path = Path::from("old/created");
+    inner.delete(&path).await.unwrap();
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        ours.put_opts(&path, "new".into(), PutMode::Create.into()),
+    )
+    .await
+    .expect("our writer took over 0.12.5's record within 30 s")
+    .unwrap();
+    let body = inner.get(&path).await.unwrap().bytes().await.unwrap();
+    assert_eq!(body.as_ref(), b"new", "our create landed");
+    let after = table.get("old/created", "*").await.unwrap().unwrap();
+    assert!(
+        after.generation > 0 && after.owner.is_some(),
+        "our writer reclaimed 0.12.5's record: {after:?}"
+    );
+
+    // Ours as theirs: we create and release, and the object goes (a plain delete, which
+    // takes no lease) ...
+    let path = Path::from("new/created");
+    ours.put_opts(&path, "new".into(), PutMode::Create.into())
+        .await
+        .unwrap();
+    let ours_record = table.get("new/created", "*").await.unwrap().unwrap();
+    assert!(ours_record.owner.is_some(), "{ours_record:?}");
+    inner.delete(&path).await.unwrap();
+    // ... and 0.12.5 parses our record, waits it out, reclaims it and creates.
+    tokio::time::timeout(Duration::from_secs(30), create_theirs("new/created", "old"))
+        .await
+        .expect("0.12.5 took over our record within 30 s")
+        .unwrap();
+    let body = inner.get(&path).await.unwrap().bytes().await.unwrap();
+    assert_eq!(body.as_ref(), b"old", "0.12.5's create landed");
+    let theirs_record = table.get("new/created", "*").await.unwrap().unwrap();
+    assert_ne!(
+        theirs_record, ours_record,
+        "0.12.5 rewrote our record when it reclaimed it"
+    );
+    assert!(
+        theirs_record.generation > ours_record.generation,
+        "{ours_record:?} then {theirs_record:?}"
+    );
 }

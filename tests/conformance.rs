@@ -8,8 +8,9 @@
 mod common;
 
 use std::sync::Arc;
+use std::sync::atomic::Ordering::SeqCst;
 
-use common::faults::ScriptedStore;
+use common::faults::{LatentStore, ScriptedStore};
 use common::s3::S3Server;
 use dynacommit::CommitStore;
 use object_store::ObjectStore;
@@ -26,6 +27,21 @@ struct Fixture {
     multipart: Option<Arc<dyn MultipartStore>>,
     paginated: Option<Arc<dyn PaginatedListStore>>,
     _dir: Option<tempfile::TempDir>,
+    /// The latency layer under the wrapper, if there is one.
+    latent: Option<Arc<LatentStore>>,
+}
+
+impl Fixture {
+    /// With a latency layer: fails unless readers really overlapped writers (else a race
+    /// helper passing proves nothing about the race).
+    fn assert_interleaved(&self) {
+        let Some(latent) = &self.latent else { return };
+        let max = latent.max_in_flight.load(SeqCst);
+        let reads = latent.reads_during_puts.load(SeqCst);
+        eprintln!("at most {max} requests in flight at once; {reads} reads during a put");
+        assert!(max > 1, "requests never overlapped");
+        assert!(reads > 0, "no read ever overlapped a put");
+    }
 }
 
 /// CommitStore over a fresh bucket of `server`, leases in DynamoDB Local.
@@ -36,6 +52,7 @@ async fn s3_fixture(server: S3Server, conditional_put: S3ConditionalPut) -> Fixt
         multipart: Some(inner.clone()),
         paginated: Some(inner),
         _dir: None,
+        latent: None,
     }
 }
 
@@ -55,6 +72,20 @@ async fn memory() -> Fixture {
         multipart: Some(inner),
         paginated: None,
         _dir: None,
+        latent: None,
+    }
+}
+
+/// InMemory answers at once, so concurrent workers never interleave on it: each put and
+/// get here first waits 1 to 5 ms, so that the race helper's workers really overlap.
+async fn memory_with_latency() -> Fixture {
+    let latent = Arc::new(LatentStore::new(Arc::new(InMemory::new()), 1..6));
+    Fixture {
+        store: CommitStore::new(latent.clone(), common::memory_leases()),
+        multipart: None,
+        paginated: None,
+        _dir: None,
+        latent: Some(latent),
     }
 }
 
@@ -66,6 +97,7 @@ async fn local() -> Fixture {
         multipart: None,
         paginated: None,
         _dir: Some(dir),
+        latent: None,
     }
 }
 
@@ -82,6 +114,7 @@ async fn s3rver_read_whole() -> Fixture {
         multipart: None,
         paginated: None,
         _dir: None,
+        latent: None,
     }
 }
 
@@ -106,10 +139,12 @@ macro_rules! matrix {
 // some of them; every other helper runs where the bare store passes it
 // (../shared/SERVICES.md has the table of what each bare server fails, and why).
 // `s3rver_read_whole` is s3rver with torn reads retried: object_store's race helper reads
-// while other workers overwrite, and s3rver overwrites in place.
+// while other workers overwrite, and s3rver overwrites in place. `memory_with_latency` is
+// InMemory with a few ms before each put and get: on the bare InMemory the race helper's
+// workers run one after another and race nothing.
 matrix! {
-    put_opts_with_its_race [s3rver_read_whole, seaweedfs, memory, local]:
-        |f| it::put_opts(&f.store, true).await;
+    put_opts_with_its_race [s3rver_read_whole, seaweedfs, memory_with_latency, local]:
+        |f| { it::put_opts(&f.store, true).await; f.assert_interleaved() };
     copy_if_not_exists [s3rver, seaweedfs, memory, local]:
         |f| it::copy_if_not_exists(&f.store).await;
     copy_rename_nonexistent_object [s3rver, seaweedfs, memory, local]:

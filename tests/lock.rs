@@ -3,6 +3,8 @@
 
 mod common;
 
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::Ordering::SeqCst;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -76,24 +78,40 @@ async fn vault_ha_behaviour_in_process() {
     vault_ha_behaviour(memory_table()).await;
 }
 
-/// 8 contenders x 50 rounds of acquire, hold, release, logging (token, start, end).
+/// 8 contenders x 50 rounds of acquire, hold 5 to 50 ms (random), release, logging
+/// (token, start, end). A holder raises an "inside" flag for its whole hold: finding it
+/// already raised means two holders at once, and fails the test on the spot. Holds long
+/// enough to span several of the waiters' 20 ms polls give them every chance to get in.
 async fn contention(table: Arc<dyn LeaseTable>) {
     let log: Arc<Mutex<Vec<(u64, Instant, Instant)>>> = Arc::default();
+    let inside = Arc::new(AtomicBool::new(false));
     let tasks = (0..8).map(|i| {
         let locks = LockClient::new(table.clone(), fast_config("t")).unwrap();
-        let log = log.clone();
+        let (log, inside) = (log.clone(), inside.clone());
         tokio::spawn(async move {
-            for _ in 0..50 {
+            for round in 0..50 {
                 let mut guard = locks
                     .acquire("contended", &format!("node-{i}"))
                     .await
                     .unwrap();
+                let token = guard.fencing_token();
+                assert!(
+                    !inside.swap(true, SeqCst),
+                    "node-{i} (round {round}, token {token}) got the lock while another held it"
+                );
                 let start = Instant::now();
-                tokio::task::yield_now().await;
+                tokio::time::sleep(Duration::from_millis(rand::random_range(5..=50))).await;
                 let end = Instant::now();
-                log.lock()
-                    .unwrap()
-                    .push((guard.fencing_token(), start, end));
+                assert!(
+                    !guard.is_lost(),
+                    "node-{i} lost the lock while holding it: {}",
+                    guard.lost().await
+                );
+                assert!(
+                    inside.swap(false, SeqCst),
+                    "node-{i} (token {token}): someone else left the lock while we held it"
+                );
+                log.lock().unwrap().push((token, start, end));
                 guard.release().await.unwrap();
             }
         })

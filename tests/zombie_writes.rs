@@ -1,4 +1,4 @@
-//! Zombie writes on real servers. Each of 40 trials has two writers create one path at
+//! Zombie writes on real servers. Each of 160 trials has two writers create one path at
 //! once on s3rver + DynamoDB Local, with a 300 ms lease and S3 PUTs delayed 0 to 1.5 s
 //! in flight (a delayed request goes on even when its caller stops waiting, as one already
 //! on the wire does). A commit is lost when a writer was told it succeeded and the object
@@ -27,10 +27,24 @@ use object_store::aws::S3ConditionalPut;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
 
-/// The scenario: 40 trials.
-const TRIALS: usize = 40;
-/// 0.12.5 loses a commit in about one trial in fourteen here; three times the trials make a
-/// run that loses none vanishingly rare (the demonstration must not be flaky).
+/// Trials for dynacommit: enough that a regression to 0.12.5's loss rate cannot pass.
+///
+/// 0.12.5 lost 5 to 13 commits per 120 trials here (4.2% to 10.8% of trials; about one
+/// in fourteen on average). A regression that loses commits at the lowest of those
+/// rates passes n trials with probability (1 - 5/120)^n:
+///
+/// | trials | p = 5/120  | p = 9/120 (mean) | p = 13/120 |
+/// |--------|------------|------------------|------------|
+/// | 40     | 0.18       | 0.044            | 0.010      |
+/// | 160    | 0.0011     | 0.0000037        | 1.1e-8     |
+///
+/// (ln(1 - 5/120) = -0.04256; x 160 = -6.81; e^-6.81 = 0.0011.) So at 160 trials a
+/// regression to 0.12.5's behaviour passes about one run in 900 at worst, where 40 trials
+/// let it pass up to one run in five.
+const TRIALS: usize = 160;
+/// 0.12.5 loses a commit in about one trial in fourteen here; three times the 40
+/// trials make a run that loses none vanishingly rare (the demonstration must not be
+/// flaky: (1 - 5/120)^120 = 0.006 at the lowest rate seen).
 const OLD_PROTOCOL_TRIALS: usize = 120;
 /// Trials run this many at a time, so that the lease table answers well within a 300 ms
 /// lease on a two-core machine where DynamoDB Local shares the cores with everything else:

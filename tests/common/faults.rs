@@ -350,3 +350,125 @@ pub fn is_whole(body: &[u8], etag: &str) -> bool {
         .collect();
     etag.trim_matches('"') == md5
 }
+
+/// An object store in front of another whose puts and gets each wait a random few
+/// milliseconds first, so that concurrent callers of a store that answers at once (such
+/// as `InMemory`) really interleave. It notes how far they did: the most requests in
+/// flight at once, and how many reads started while a put was in flight.
+#[derive(Debug)]
+pub struct LatentStore {
+    pub inner: Arc<dyn ObjectStore>,
+    /// The wait before each put and get, in ms.
+    pub delays: std::ops::Range<u64>,
+    in_flight: std::sync::atomic::AtomicUsize,
+    puts_in_flight: std::sync::atomic::AtomicUsize,
+    /// The most puts and gets in flight at once.
+    pub max_in_flight: std::sync::atomic::AtomicUsize,
+    /// Reads (not HEADs) that started while a put was in flight.
+    pub reads_during_puts: std::sync::atomic::AtomicUsize,
+}
+
+/// Counts one request in flight for as long as it lives.
+struct InFlight<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
+impl LatentStore {
+    pub fn new(inner: Arc<dyn ObjectStore>, delays: std::ops::Range<u64>) -> Self {
+        Self {
+            inner,
+            delays,
+            in_flight: Default::default(),
+            puts_in_flight: Default::default(),
+            max_in_flight: Default::default(),
+            reads_during_puts: Default::default(),
+        }
+    }
+
+    /// Waits the random delay, counted in flight (the returned guard keeps it counted).
+    async fn enter(&self) -> InFlight<'_> {
+        use std::sync::atomic::Ordering::SeqCst;
+        let now = self.in_flight.fetch_add(1, SeqCst) + 1;
+        self.max_in_flight.fetch_max(now, SeqCst);
+        let guard = InFlight(&self.in_flight);
+        tokio::time::sleep(Duration::from_millis(rand::random_range(
+            self.delays.clone(),
+        )))
+        .await;
+        guard
+    }
+}
+
+impl std::fmt::Display for LatentStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "LatentStore({})", self.inner)
+    }
+}
+
+#[async_trait]
+impl ObjectStore for LatentStore {
+    async fn put_opts(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> Result<PutResult> {
+        self.puts_in_flight
+            .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let _put = InFlight(&self.puts_in_flight);
+        let _guard = self.enter().await;
+        self.inner.put_opts(location, payload, opts).await
+    }
+
+    async fn put_multipart_opts(
+        &self,
+        location: &Path,
+        opts: PutMultipartOptions,
+    ) -> Result<Box<dyn MultipartUpload>> {
+        self.inner.put_multipart_opts(location, opts).await
+    }
+
+    async fn get_opts(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
+        use std::sync::atomic::Ordering::SeqCst;
+        if !options.head && self.puts_in_flight.load(SeqCst) > 0 {
+            self.reads_during_puts.fetch_add(1, SeqCst);
+        }
+        let _guard = self.enter().await;
+        self.inner.get_opts(location, options).await
+    }
+
+    fn delete_stream(
+        &self,
+        locations: BoxStream<'static, Result<Path>>,
+    ) -> BoxStream<'static, Result<Path>> {
+        self.inner.delete_stream(locations)
+    }
+
+    fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.inner.list(prefix)
+    }
+
+    fn list_with_offset(
+        &self,
+        prefix: Option<&Path>,
+        offset: &Path,
+    ) -> BoxStream<'static, Result<ObjectMeta>> {
+        self.inner.list_with_offset(prefix, offset)
+    }
+
+    async fn list_with_delimiter(&self, prefix: Option<&Path>) -> Result<ListResult> {
+        self.inner.list_with_delimiter(prefix).await
+    }
+
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
+        self.inner.copy_opts(from, to, options).await
+    }
+
+    async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {
+        self.inner.rename_opts(from, to, options).await
+    }
+}
