@@ -206,9 +206,11 @@ async fn a_transaction_cancelled_on_its_second_item_names_that_item_and_applies_
         .collect();
     assert_eq!(causes, [1], "{reasons:?}");
     assert_eq!(reasons[1].code, "ConditionalCheckFailed");
-    if let Some(old) = &reasons[1].item {
-        assert_eq!(old["owner"].as_str(), Some("a"));
-    }
+    let old = reasons[1]
+        .item
+        .as_ref()
+        .expect("item 1 asked for its old item on a failed condition");
+    assert_eq!(old["owner"].as_str(), Some("a"));
     assert!(
         error.to_string().contains("item 1: ConditionalCheckFailed"),
         "{error}"

@@ -190,8 +190,16 @@ async fn object_store_0_12_5_loses_acknowledged_commits_to_late_puts() {
     assert!(outcome.lost > 0, "no commit lost: {outcome:?}");
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn dynacommit_loses_none_under_the_same_delays() {
+/// dynacommit's store over s3rver with PUTs slowed in flight, on a fresh table; with
+/// `planted`, one of its fixes taken out.
+async fn dynacommit_writers(
+    planted: Option<dynacommit::lease::PlantedBug>,
+) -> (
+    [Arc<dyn LogWriter>; 2],
+    Arc<dyn ObjectStore>,
+    Arc<Counters>,
+    String,
+) {
     let bucket = S3Server::S3rver.fresh_bucket().await;
     let table = fresh_table().await;
     let counters = Arc::new(Counters::default());
@@ -204,16 +212,36 @@ async fn dynacommit_loses_none_under_the_same_delays() {
     let config = LeaseConfig::new(&table)
         .with_timeout(Duration::from_millis(LEASE_MS))
         .with_poll_interval(Duration::from_millis(100));
-    let leases = LeaseManager::new(
+    let mut leases = LeaseManager::new(
         Arc::new(DynamoLeaseTable::new(common::dynamodb().await, &table)),
         config,
     )
     .unwrap();
+    if let Some(bug) = planted {
+        leases = leases.with_planted_bug(bug);
+    }
     let store: Arc<dyn ObjectStore> = Arc::new(CommitStore::new(slow, leases));
     let writers: [Arc<dyn LogWriter>; 2] = [
         Arc::new(StoreWriter(store.clone())),
         Arc::new(StoreWriter(store)),
     ];
+    (writers, s3, counters, table)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_renewal_dynacommit_loses_commits_as_0_12_5_does() {
+    // The test's power: taking renewal out must show losses in the same trials.
+    let (writers, s3, counters, table) =
+        dynacommit_writers(Some(dynacommit::lease::PlantedBug::NoRenewalWhileWriting)).await;
+    warm_until_fast(&table).await;
+    let outcome = run_trials(OLD_PROTOCOL_TRIALS, writers, &*s3, &counters).await;
+    eprintln!("dynacommit without renewal: {outcome:?}");
+    assert!(outcome.lost > 0, "no commit lost: {outcome:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn dynacommit_loses_none_under_the_same_delays() {
+    let (writers, s3, counters, table) = dynacommit_writers(None).await;
     warm_until_fast(&table).await;
     let outcome = run_trials(TRIALS, writers, &*s3, &counters).await;
     eprintln!("dynacommit: {outcome:?}");

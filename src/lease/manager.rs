@@ -709,7 +709,14 @@ impl LeaseManager {
                 }
                 op.as_mut().poll(cx).map(Some)
             });
-            let renewal = pin!(self.keep_renewed(lease, &usable));
+            let until = lease.usable_until();
+            let renewal = pin!(async {
+                if self.planted(PlantedBug::NoRenewalWhileWriting) {
+                    self.clock.sleep_until(until).await;
+                    return LeaseError::lost(lease, "not renewed (planted bug)");
+                }
+                self.keep_renewed(lease, &usable).await
+            });
             if unfenced {
                 tokio::select! {
                     biased;

@@ -27,6 +27,9 @@ pub enum PlantedBug {
     NoSelfRecognitionWhileWaiting,
     /// Waiters reclaim after one lease timeout instead of timeout x skew rate.
     ReclaimAfterOneTimeout,
+    /// No renewal while the operation runs: it is dropped at the usable time, as
+    /// object_store 0.12.5 drops its write at the lease deadline (zombie writes).
+    NoRenewalWhileWriting,
 }
 
 /// The set of planted bugs of one lease manager: empty in production.
