@@ -330,3 +330,28 @@ async fn an_old_writers_record_is_waited_out_in_full() {
     assert!(started.elapsed() >= TIMEOUT * 3);
     assert_eq!(lease.generation(), 8);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_long_wait_says_what_it_waits_for_once_a_second_has_passed() {
+    let table = FaultyTable::new();
+    let told = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let leases = {
+        let told = told.clone();
+        manager(table.clone())
+            .on_wait(move |w| told.lock().unwrap().push((Instant::now(), w.clone())))
+    };
+    let started = Instant::now();
+    drop(take(&leases, "p").await); // a dead holder
+    take(&leases, "p").await;
+    let told = told.lock().unwrap();
+    assert_eq!(told.len(), 1, "{told:?}");
+    let (at, waiting) = &told[0];
+    assert!(
+        *at - started >= Duration::from_secs(1),
+        "told after {:?}",
+        *at - started
+    );
+    assert!(*at - started < Duration::from_secs(1) + POLL * 2);
+    assert_eq!(waiting.path, "p");
+    assert_eq!(waiting.unchanged_for + waiting.reclaimable_in, TIMEOUT * 3);
+}

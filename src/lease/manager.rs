@@ -46,6 +46,29 @@ pub struct LeaseManager {
     /// Records for fencing tokens: no TTL, and first generations from the wall clock.
     fencing: bool,
     planted: Planted,
+    /// Told when a wait grows long (see [`LeaseManager::on_wait`]).
+    on_wait: Option<Arc<dyn Fn(&Waiting) + Send + Sync>>,
+}
+
+/// A writer waiting for another's lease, as told to the observer set with
+/// [`LeaseManager::on_wait`]: once a wait has lasted a second, and again each time the
+/// record it waits on changes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Waiting {
+    /// The path (the lease key).
+    pub path: String,
+    /// The ETag the lease guards (`*` for a create).
+    pub etag: String,
+    /// The record's generation.
+    pub generation: u64,
+    /// What the holder advertises (a lock holder's address), if anything.
+    pub holder: Option<String>,
+    /// How long this writer has waited in all.
+    pub waited: Duration,
+    /// How long the record has stood unchanged, as far as this writer has seen.
+    pub unchanged_for: Duration,
+    /// How long until it may be reclaimed, if it stays unchanged.
+    pub reclaimable_in: Duration,
 }
 
 impl std::fmt::Debug for LeaseManager {
@@ -257,7 +280,26 @@ impl LeaseManager {
             clock: Arc::new(SystemClock),
             fencing: false,
             planted: Planted::default(),
+            on_wait: None,
         })
+    }
+
+    /// Calls `observer` when a wait for another writer's lease grows long (a second), and
+    /// again each time the record waited on changes: for progress messages such as
+    /// "waiting for the lease on PATH (reclaimable in ~N s)".
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use dynacommit::lease::{LeaseConfig, LeaseManager, MemoryLeaseTable};
+    /// let leases = LeaseManager::new(Arc::new(MemoryLeaseTable::new()), LeaseConfig::default())
+    ///     .unwrap()
+    ///     .on_wait(|w| eprintln!("waiting for the lease on {} (reclaimable in ~{} s)",
+    ///         w.path, w.reclaimable_in.as_secs()));
+    /// # let _ = leases;
+    /// ```
+    pub fn on_wait(mut self, observer: impl Fn(&Waiting) + Send + Sync + 'static) -> Self {
+        self.on_wait = Some(Arc::new(observer));
+        self
     }
 
     /// Reads time from `clock` instead of the system's (a simulation gives every writer a
@@ -628,6 +670,8 @@ impl LeaseManager {
         // The timer starts when the record has arrived: later than it was written, so the
         // holder's deadline (from before it was written) always passes first.
         let mut seen_at = self.clock.now();
+        let began = seen_at;
+        let mut told = false;
         // Most holds are a commit's few milliseconds: look again soon, then back off to
         // the poll interval, so short holds cost little waiting and long ones little load.
         let mut pause = (self.config.poll_interval / 16).max(Duration::from_millis(1));
@@ -646,6 +690,21 @@ impl LeaseManager {
             if waited >= stale {
                 tracing::debug!(path = %seen.path, generation = seen.generation, ?waited, "reclaiming a stale lease");
                 return Ok(Turn::Reclaim(seen));
+            }
+            if !told
+                && let Some(observer) = &self.on_wait
+                && self.clock.now().saturating_duration_since(began) >= Duration::from_secs(1)
+            {
+                told = true;
+                observer(&Waiting {
+                    path: seen.path.clone(),
+                    etag: seen.etag.clone(),
+                    generation: seen.generation,
+                    holder: seen.value.clone(),
+                    waited: self.clock.now().saturating_duration_since(began),
+                    unchanged_for: waited,
+                    reclaimable_in: stale - waited,
+                });
             }
             self.clock.sleep(pause.min(stale - waited)).await;
             pause = (pause * 2).min(self.config.poll_interval);
@@ -669,6 +728,7 @@ impl LeaseManager {
                         // the clock starts again.
                         seen = now;
                         seen_at = self.clock.now();
+                        told = false;
                     }
                 }
                 // A failed read only delays noticing a change: the timer stays sound, and

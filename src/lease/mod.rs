@@ -19,7 +19,7 @@ mod table;
 pub use clock::{Clock, SystemClock};
 pub use config::{ConfigError, DEFAULT_TABLE, LeaseConfig, MAX_TIMEOUT, MAX_TTL};
 pub use dynamo::{BROKEN_BY_OPERATOR, DynamoLeaseTable};
-pub use manager::{AcquireError, GuardError, Lease, LeaseError, LeaseManager};
+pub use manager::{AcquireError, GuardError, Lease, LeaseError, LeaseManager, Waiting};
 pub use memory::MemoryLeaseTable;
 #[cfg(feature = "planted-bugs")]
 pub use planted::PlantedBug;
