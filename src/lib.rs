@@ -26,7 +26,7 @@ pub mod lock;
 pub mod race;
 mod store;
 
-pub use store::CommitStore;
+pub use store::{CommitStore, may_have_applied};
 
 // Compiles the README's example as a doctest, so it cannot rot.
 #[doc = include_str!("../README.md")]

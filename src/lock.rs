@@ -23,12 +23,20 @@ pub const LOCK_ETAG: &str = "#lock";
 /// The default lock table.
 pub const DEFAULT_LOCK_TABLE: &str = "dynacommit_locks";
 
-/// Lease settings for locks: Vault's HA defaults (a 15 s lease renewed every 5 s), a skew
-/// rate of 3, polling every 100 ms.
+/// Lease settings for locks: Vault's HA defaults (a 15 s lease renewed every 5 s, a third
+/// of it), a skew rate of 3, polling every 100 ms. The renew interval is derived, so it
+/// follows a timeout set later:
+///
+/// ```
+/// use std::time::Duration;
+/// use dynacommit::lock::default_lock_config;
+///
+/// let quick = default_lock_config().with_timeout(Duration::from_secs(3));
+/// assert_eq!(quick.renew_interval(), Duration::from_secs(1));
+/// assert!(quick.validate().is_ok());
+/// ```
 pub fn default_lock_config() -> LeaseConfig {
-    LeaseConfig::new(DEFAULT_LOCK_TABLE)
-        .with_timeout(Duration::from_secs(15))
-        .with_renew_interval(Duration::from_secs(5))
+    LeaseConfig::new(DEFAULT_LOCK_TABLE).with_timeout(Duration::from_secs(15))
 }
 
 /// A lock operation failed.

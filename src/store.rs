@@ -116,8 +116,10 @@ impl CommitStore {
             .instrument(span)
             .await
             .map_err(|e| match e {
-                GuardError::Check(e) | GuardError::Operation(e) => e,
+                GuardError::Check(e) => e,
+                GuardError::Operation(e) => may_have_applied_too(e),
                 GuardError::Lease(e) => lease_error(path, e),
+                GuardError::Abandoned(e) => may_have_applied_too(lease_error(path, e)),
             })
     }
 
@@ -162,6 +164,98 @@ impl CommitStore {
             }
             Err(e) => Err(e),
         }
+    }
+}
+
+/// Whether a failed write of a [`CommitStore`] may nonetheless have been applied: `true`
+/// when the write itself was sent and failed or was abandoned (a timeout, a 5xx, the lease
+/// lost mid-write), so its outcome is unknown; `false` when it certainly was not applied
+/// (the precondition failed — `AlreadyExists`, `Precondition` — or the lease could not be
+/// taken, so nothing was sent). A write whose outcome is unknown keeps its lease until it
+/// expires: no other writer can act on the object meanwhile, and a caller that retries a
+/// create will meet `AlreadyExists` if the first attempt landed.
+///
+/// Errors keep object_store's variants (a `NotFound` stays a `NotFound`); the mark is in
+/// their source. A lease failure is `object_store::Error::Generic { store: "dynacommit" }`
+/// whose source downcasts to [`LeaseError`].
+///
+/// ```
+/// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+/// # use std::sync::Arc;
+/// # use dynacommit::lease::{LeaseConfig, LeaseManager, MemoryLeaseTable};
+/// use dynacommit::{CommitStore, may_have_applied};
+/// use object_store::{ObjectStore, PutMode, memory::InMemory, path::Path};
+///
+/// # let leases = LeaseManager::new(Arc::new(MemoryLeaseTable::new()), LeaseConfig::default())?;
+/// let store = CommitStore::new(Arc::new(InMemory::new()), leases);
+/// let path = Path::from("log/0.json");
+/// store.put_opts(&path, "a".into(), PutMode::Create.into()).await?;
+/// let again = store.put_opts(&path, "b".into(), PutMode::Create.into()).await.unwrap_err();
+/// assert!(!may_have_applied(&again)); // AlreadyExists: certainly not written
+/// # Ok(()) }
+/// ```
+pub fn may_have_applied(error: &object_store::Error) -> bool {
+    let mut source = std::error::Error::source(error);
+    while let Some(e) = source {
+        if e.is::<OutcomeUnknown>() {
+            return true;
+        }
+        source = e.source();
+    }
+    false
+}
+
+/// The mark [`may_have_applied`] looks for: a write that was sent and whose outcome is
+/// unknown.
+#[derive(Debug, thiserror::Error)]
+#[error("{source} (the write may or may not have been applied)")]
+struct OutcomeUnknown {
+    source: Box<dyn std::error::Error + Send + Sync + 'static>,
+}
+
+/// `e`, marked as the failure of a write that may have been applied, its variant kept.
+fn may_have_applied_too(e: object_store::Error) -> object_store::Error {
+    use object_store::Error as E;
+    let mark = |source| -> Box<dyn std::error::Error + Send + Sync + 'static> {
+        Box::new(OutcomeUnknown { source })
+    };
+    match e {
+        E::Generic { store, source } => E::Generic {
+            store,
+            source: mark(source),
+        },
+        E::NotFound { path, source } => E::NotFound {
+            path,
+            source: mark(source),
+        },
+        E::AlreadyExists { path, source } => E::AlreadyExists {
+            path,
+            source: mark(source),
+        },
+        E::Precondition { path, source } => E::Precondition {
+            path,
+            source: mark(source),
+        },
+        E::NotModified { path, source } => E::NotModified {
+            path,
+            source: mark(source),
+        },
+        E::PermissionDenied { path, source } => E::PermissionDenied {
+            path,
+            source: mark(source),
+        },
+        E::Unauthenticated { path, source } => E::Unauthenticated {
+            path,
+            source: mark(source),
+        },
+        E::NotSupported { source } => E::NotSupported {
+            source: mark(source),
+        },
+        // Variants whose source cannot carry the mark.
+        other => E::Generic {
+            store: STORE,
+            source: mark(Box::new(other)),
+        },
     }
 }
 

@@ -355,3 +355,40 @@ async fn a_long_wait_says_what_it_waits_for_once_a_second_has_passed() {
     assert_eq!(waiting.path, "p");
     assert_eq!(waiting.unchanged_for + waiting.reclaimable_in, TIMEOUT * 3);
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_write_abandoned_when_its_lease_is_lost_may_have_applied() {
+    let table = FaultyTable::new();
+    let slow = Arc::new(ScriptedStore::slow(Arc::new(InMemory::new()), TIMEOUT * 5));
+    let store = CommitStore::new(slow, manager(table.clone()));
+    let path = Path::from("log/0.json");
+    let write = {
+        let path = path.clone();
+        tokio::spawn(async move {
+            store
+                .put_opts(&path, "slow".into(), PutMode::Create.into())
+                .await
+        })
+    };
+    // Renewals fail from the start: the write is dropped at the lease's usable time.
+    table.set_faults(TableFaults {
+        fail_owned_puts: true,
+        ..TableFaults::default()
+    });
+    let error = write.await.unwrap().unwrap_err();
+    assert!(dynacommit::may_have_applied(&error), "{error}");
+    let lease = error_source::<dynacommit::lease::LeaseError>(&error);
+    assert!(matches!(lease, Some(LeaseError::Lost { .. })), "{error}");
+}
+
+/// The first error of type `T` in `error`'s source chain.
+fn error_source<T: std::error::Error + 'static>(error: &object_store::Error) -> Option<&T> {
+    let mut source = std::error::Error::source(error);
+    while let Some(e) = source {
+        if let Some(found) = e.downcast_ref::<T>() {
+            return Some(found);
+        }
+        source = e.source();
+    }
+    None
+}

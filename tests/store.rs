@@ -106,3 +106,38 @@ async fn stores_with_different_lease_prefixes_share_a_table_without_contending()
             .is_some()
     );
 }
+
+#[tokio::test]
+async fn a_failed_precondition_certainly_did_not_apply_and_a_failed_write_may_have() {
+    // The precondition fails: nothing was sent.
+    let (store, _) = over_memory();
+    let path = Path::from("log/0.json");
+    store
+        .put_opts(&path, "a".into(), PutMode::Create.into())
+        .await
+        .unwrap();
+    let exists = store
+        .put_opts(&path, "b".into(), PutMode::Create.into())
+        .await
+        .unwrap_err();
+    assert!(matches!(exists, object_store::Error::AlreadyExists { .. }));
+    assert!(!dynacommit::may_have_applied(&exists), "{exists}");
+
+    // The write itself fails (a directory stands where the file would go, which a HEAD
+    // reports as no object): sent, its outcome unknown to the protocol, marked so.
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::create_dir_all(dir.path().join("log/0.json/blocker")).unwrap();
+    let local = object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap();
+    let store = CommitStore::new(Arc::new(local), common::memory_leases());
+    let failed = store
+        .put_opts(&path, "c".into(), PutMode::Create.into())
+        .await
+        .unwrap_err();
+    assert!(dynacommit::may_have_applied(&failed), "{failed}");
+    assert!(
+        failed
+            .to_string()
+            .contains("may or may not have been applied"),
+        "{failed}"
+    );
+}

@@ -151,6 +151,52 @@ impl DynamoLeaseTable {
     }
 }
 
+/// Building a lease manager on DynamoDB from settings failed.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum SetupError {
+    /// A lease setting is unusable.
+    #[error(transparent)]
+    Config(#[from] super::ConfigError),
+    /// The DynamoDB client could not be built (no region or endpoint, bad credentials
+    /// settings).
+    #[error(transparent)]
+    Dynamo(#[from] DynamoError),
+}
+
+impl super::LeaseManager {
+    /// Leases in the DynamoDB table that `config` names, reached through `client`: the table
+    /// name is given once. The table must exist ([`DynamoLeaseTable::ensure_table`], or
+    /// `dynacommit table create`).
+    ///
+    /// ```no_run
+    /// # fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::sync::Arc;
+    /// use dynacommit::{CommitStore, dynamo::DynamoClientBuilder, lease::{LeaseConfig, LeaseManager}};
+    /// use object_store::aws::AmazonS3Builder;
+    ///
+    /// let s3 = AmazonS3Builder::from_env().with_bucket_name("lake").build()?;
+    /// let dynamo = DynamoClientBuilder::from_env().with_credential_provider(s3.credentials().clone()).build()?;
+    /// let store = CommitStore::new(Arc::new(s3), LeaseManager::dynamodb(dynamo, LeaseConfig::new("lake_leases"))?);
+    /// # let _ = store; Ok(()) }
+    /// ```
+    pub fn dynamodb(
+        client: DynamoClient,
+        config: super::LeaseConfig,
+    ) -> Result<Self, super::ConfigError> {
+        let table = DynamoLeaseTable::new(client, config.table.clone());
+        Self::new(std::sync::Arc::new(table), config)
+    }
+
+    /// [`dynamodb`](Self::dynamodb) with everything from the environment: the client from
+    /// [`DynamoClientBuilder::from_env`](crate::dynamo::DynamoClientBuilder::from_env), the
+    /// settings from [`LeaseConfig::from_env`](super::LeaseConfig::from_env).
+    pub fn from_env() -> Result<Self, SetupError> {
+        let client = crate::dynamo::DynamoClientBuilder::from_env().build()?;
+        Ok(Self::dynamodb(client, super::LeaseConfig::from_env()?)?)
+    }
+}
+
 /// The item a record is stored as.
 pub(crate) fn to_item(record: &LeaseRecord) -> Item {
     let mut item = DynamoLeaseTable::key(&record.path, &record.etag);
@@ -312,6 +358,10 @@ impl LeaseTable for DynamoLeaseTable {
     fn describe(&self) -> String {
         format!("dynamodb table {}", self.table)
     }
+
+    fn dynamodb_table(&self) -> Option<&str> {
+        Some(&self.table)
+    }
 }
 
 #[cfg(test)]
@@ -364,6 +414,25 @@ mod tests {
         let e = from_item(&item).unwrap_err().to_string();
         assert!(e.contains("generation"), "{e}");
         assert!(from_item(&Item::new()).is_err());
+    }
+
+    #[test]
+    fn a_table_name_given_twice_must_agree() {
+        use super::super::{LeaseConfig, LeaseManager};
+        let client = DynamoClient::builder()
+            .with_endpoint("http://127.0.0.1:9")
+            .with_region("us-east-1")
+            .with_credentials("k", "s", None)
+            .build()
+            .unwrap();
+        let table = std::sync::Arc::new(DynamoLeaseTable::new(client.clone(), "a"));
+        let e = LeaseManager::new(table, LeaseConfig::new("b"))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("\"a\"") && e.contains("\"b\""), "{e}");
+        assert!(e.contains("LeaseManager::dynamodb"), "{e}");
+        let manager = LeaseManager::dynamodb(client, LeaseConfig::new("b")).unwrap();
+        assert_eq!(manager.table().describe(), "dynamodb table b");
     }
 
     #[test]

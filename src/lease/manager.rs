@@ -47,8 +47,11 @@ pub struct LeaseManager {
     fencing: bool,
     planted: Planted,
     /// Told when a wait grows long (see [`LeaseManager::on_wait`]).
-    on_wait: Option<Arc<dyn Fn(&Waiting) + Send + Sync>>,
+    on_wait: Option<WaitObserver>,
 }
+
+/// What [`LeaseManager::on_wait`] keeps.
+type WaitObserver = Arc<dyn Fn(&Waiting) + Send + Sync>;
 
 /// A writer waiting for another's lease, as told to the observer set with
 /// [`LeaseManager::on_wait`]: once a wait has lasted a second, and again each time the
@@ -242,9 +245,13 @@ pub enum GuardError<E> {
     /// so its lease was kept until it expires.
     #[error(transparent)]
     Operation(E),
-    /// The lease protocol failed; if the operation had started, it was abandoned.
+    /// The lease protocol failed before the operation was called: nothing was sent.
     #[error(transparent)]
     Lease(#[from] LeaseError),
+    /// The lease was lost while the operation ran: the operation was dropped, and what it
+    /// had sent may or may not have been applied.
+    #[error(transparent)]
+    Abandoned(LeaseError),
 }
 
 /// What a waiter does next.
@@ -268,12 +275,24 @@ enum Attempt {
 }
 
 impl LeaseManager {
-    /// A manager for `table` with `config`, once the config is checked.
+    /// A manager for `table` with `config`, once the config is checked. A DynamoDB table
+    /// must have the name the config gives (see [`dynamodb`](Self::dynamodb), which takes
+    /// it from there).
     pub fn new(
         table: Arc<dyn LeaseTable>,
         config: LeaseConfig,
     ) -> Result<Self, super::ConfigError> {
         config.validate()?;
+        if let Some(name) = table.dynamodb_table()
+            && name != config.table
+        {
+            return Err(super::ConfigError(format!(
+                "the lease table is DynamoDB table {name:?} but the settings name {:?}: give \
+                 both the same name, or build with LeaseManager::dynamodb(client, config), which \
+                 takes the name from the settings",
+                config.table
+            )));
+        }
         Ok(Self {
             table,
             config: Arc::new(config),
@@ -460,11 +479,12 @@ impl LeaseManager {
                 Err(e)
             }
             Err(lost) => {
-                if !sent.load(std::sync::atomic::Ordering::Relaxed) {
-                    // Lost before the operation was called: nothing was sent, so the lease
-                    // (if still ours; the release is conditional) can go at once.
-                    self.release_in_background(lease);
+                if sent.load(std::sync::atomic::Ordering::Relaxed) {
+                    return Err(GuardError::Abandoned(lost));
                 }
+                // Lost before the operation was called: nothing was sent, so the lease (if
+                // still ours; the release is conditional) can go at once.
+                self.release_in_background(lease);
                 Err(GuardError::Lease(lost))
             }
         }

@@ -24,6 +24,12 @@ pub trait LeaseTable: std::fmt::Debug + Send + Sync + 'static {
 
     /// A short description for Display and logs (`dynamodb table leases`).
     fn describe(&self) -> String;
+
+    /// The DynamoDB table's name, for a table that is one: [`LeaseManager::new`](super::LeaseManager::new)
+    /// checks it against [`LeaseConfig::table`](super::LeaseConfig::table).
+    fn dynamodb_table(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// A lease table failed to answer.
