@@ -132,8 +132,14 @@ impl LockClient {
                 Ok(()) => return Ok(LockGuard::start(self.leases.clone(), lease)),
                 Err(LeaseError::Lost { reason, .. }) => {
                     tracing::debug!(key, %reason, "lock lost before it could be used; waiting again");
+                    // The record may be ours still (a renewal answered too late): let it go,
+                    // or we would wait behind ourselves. Conditional: a no-op if it is not.
+                    self.leases.release_quietly(lease).await;
                 }
-                Err(e) => return Err(e.into()),
+                Err(e) => {
+                    self.leases.release_quietly(lease).await;
+                    return Err(e.into());
+                }
             }
         }
     }
@@ -165,8 +171,14 @@ impl LockClient {
         };
         match self.leases.refresh(&mut lease).await {
             Ok(()) => Ok(Some(LockGuard::start(self.leases.clone(), lease))),
-            Err(LeaseError::Lost { .. }) => Ok(None),
-            Err(e) => Err(e.into()),
+            Err(e) => {
+                // Conditional: releases the record only if it is still ours.
+                self.leases.release_quietly(lease).await;
+                match e {
+                    LeaseError::Lost { .. } => Ok(None),
+                    e => Err(e.into()),
+                }
+            }
         }
     }
 
@@ -278,36 +290,44 @@ impl LockGuard {
     /// lost is still released if its record turns out to be ours, and reported as
     /// [`LockError::LostBeforeRelease`].
     pub async fn release(&mut self) -> Result<(), LockError> {
-        let lease = match self.unreleased.take() {
-            Some(lease) => lease,
-            None => match self.stop_renewal().await {
-                Some(lease) => lease,
-                None => return Ok(()),
-            },
+        if self.unreleased.is_none() {
+            self.unreleased = self.stop_renewal().await;
+        }
+        // Kept in `unreleased` until the release succeeds, so a dropped or failed call
+        // leaves it for the next call, or for Drop.
+        let Some(lease) = self.unreleased.clone() else {
+            return Ok(());
         };
         let lost = self.lost.borrow().clone();
         if let Some(reason) = lost {
             // The record may still be ours (a renewal not confirmed in time is not a
             // renewal refused): release it if so; the release is conditional.
             self.leases.release_quietly(lease).await;
+            self.unreleased = None;
             return Err(LockError::LostBeforeRelease {
                 key: self.key.clone(),
                 reason,
             });
         }
-        if let Err(e) = self.leases.release(lease.clone()).await {
-            if !matches!(e, LeaseError::Lost { .. }) {
-                self.unreleased = Some(lease);
+        match self.leases.release(lease).await {
+            Ok(()) => {
+                self.unreleased = None;
+                Ok(())
             }
-            return Err(e.into());
+            Err(e) => {
+                if matches!(e, LeaseError::Lost { .. }) {
+                    self.unreleased = None;
+                }
+                Err(e.into())
+            }
         }
-        Ok(())
     }
 
     /// Stops renewing without releasing, as a crashed holder would: the others take over
     /// once the lease has stood for `timeout x skew`. For failover drills and tests.
     pub async fn abandon(mut self) {
         self.stop_renewal().await;
+        self.unreleased = None;
     }
 
     /// Stops the renewal task and takes back the lease; `None` once already stopped.

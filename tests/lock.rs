@@ -34,8 +34,16 @@ fn memory_table() -> Arc<dyn LeaseTable> {
 
 /// Vault's ExerciseHABackend, in its steps.
 async fn vault_ha_behaviour(table: Arc<dyn LeaseTable>) {
-    let a = LockClient::new(table.clone(), fast_config("t")).unwrap();
-    let b = LockClient::new(table, fast_config("t")).unwrap();
+    let a = LockClient::new(
+        table.clone(),
+        fast_config(table.dynamodb_table().unwrap_or("t")),
+    )
+    .unwrap();
+    let b = LockClient::new(
+        table.clone(),
+        fast_config(table.dynamodb_table().unwrap_or("t")),
+    )
+    .unwrap();
     let key = "foo";
 
     let mut held = a.acquire(key, "bar").await.unwrap();
@@ -86,7 +94,11 @@ async fn contention(table: Arc<dyn LeaseTable>) {
     let log: Arc<Mutex<Vec<(u64, Instant, Instant)>>> = Arc::default();
     let inside = Arc::new(AtomicBool::new(false));
     let tasks = (0..8).map(|i| {
-        let locks = LockClient::new(table.clone(), fast_config("t")).unwrap();
+        let locks = LockClient::new(
+            table.clone(),
+            fast_config(table.dynamodb_table().unwrap_or("t")),
+        )
+        .unwrap();
         let (log, inside) = (log.clone(), inside.clone());
         tokio::spawn(async move {
             for round in 0..50 {

@@ -102,6 +102,10 @@ pub struct Lease {
     /// created fresh at the first try: the guarded state may have changed since it was
     /// last checked.
     taken_over: bool,
+    /// When the earliest renewal attempt not yet confirmed was sent. Kept in the lease, not
+    /// in a call, so that an attempt dropped with its call (and landing later) still
+    /// bounds the lease when a later renewal finds its record.
+    unconfirmed_since: Option<Instant>,
 }
 
 impl Lease {
@@ -341,6 +345,7 @@ impl LeaseManager {
     /// Takes out one of the safety fixes again, so a test can show the simulator
     /// catching its absence. Never for production use.
     #[cfg(feature = "planted-bugs")]
+    #[doc(hidden)]
     pub fn with_planted_bug(mut self, bug: super::PlantedBug) -> Self {
         self.planted = self.planted.with(bug);
         self
@@ -403,6 +408,7 @@ impl LeaseManager {
             timeout: self.config.timeout,
             written_at: self.clock.now(),
             taken_over: false,
+            unconfirmed_since: None,
         }
     }
 
@@ -830,10 +836,9 @@ impl LeaseManager {
         if self.clock.now() < lease.written_at + self.config.renew_interval() {
             return Ok(());
         }
-        let first_sent = self.clock.now();
         let mut failures = 0;
         loop {
-            match self.renew_since(lease, first_sent).await {
+            match self.renew(lease).await {
                 Ok(()) => break,
                 Err(e @ (LeaseError::Lost { .. } | LeaseError::GenerationExhausted { .. })) => {
                     return Err(e);
@@ -863,7 +868,6 @@ impl LeaseManager {
             self.clock
                 .sleep_until(lease.written_at + self.config.renew_interval())
                 .await;
-            let first_sent = self.clock.now();
             loop {
                 let until = lease.usable_until();
                 let now = self.clock.now();
@@ -881,7 +885,7 @@ impl LeaseManager {
                 let attempt_until = now + (until - now) / 2;
                 let attempt = tokio::select! {
                     biased;
-                    renewed = self.renew_since(lease, first_sent) => Some(renewed),
+                    renewed = self.renew(lease) => Some(renewed),
                     () = self.clock.sleep_until(attempt_until) => None,
                 };
                 let error = match attempt {
@@ -912,18 +916,17 @@ impl LeaseManager {
     }
 
     /// Renews `lease` once: writes the next generation if the record is still ours.
+    ///
+    /// If the record turns out to hold that next generation already (an earlier attempt,
+    /// perhaps of a call that was dropped, landed after all), the lease runs from when the
+    /// earliest unconfirmed attempt was sent.
     pub async fn renew(&self, lease: &mut Lease) -> Result<(), LeaseError> {
-        let now = self.clock.now();
-        self.renew_since(lease, now).await
-    }
-
-    /// Renewal, where `first_sent` is when the first of a series of attempts (earlier
-    /// ones ambiguous) was sent: if one of those landed, the lease runs from then.
-    async fn renew_since(&self, lease: &mut Lease, first_sent: Instant) -> Result<(), LeaseError> {
         let next = lease.after(lease.generation)?;
         let record = self.record(lease, next, false);
         let expect = lease.still_ours();
         let sent = self.clock.now();
+        // Before the request leaves: if this call is dropped, the attempt may still land.
+        let earliest = *lease.unconfirmed_since.get_or_insert(sent);
         let answer = self.table.put(&record, &expect).await;
         let round_trip = self.clock.now().saturating_duration_since(sent);
         if round_trip > lease.timeout / 3 {
@@ -938,8 +941,10 @@ impl LeaseManager {
         }
         let written_at = match answer? {
             PutOutcome::Written => sent,
-            PutOutcome::Conflict(Some(found)) if found.is_written_by(&lease.owner, next) => {
-                first_sent
+            PutOutcome::Conflict(Some(found))
+                if found.is_written_by(&lease.owner, next) && !found.released =>
+            {
+                earliest
             }
             PutOutcome::Conflict(found) => {
                 let reason = match found {
@@ -955,6 +960,7 @@ impl LeaseManager {
         };
         lease.generation = next;
         lease.written_at = written_at;
+        lease.unconfirmed_since = None;
         Ok(())
     }
 
@@ -970,6 +976,7 @@ impl LeaseManager {
         // A few times: a renewal dropped in flight may have moved our record one generation
         // on (it is still ours, the owner nonce says so, to release), and an answer may be
         // lost.
+        let mut unanswered = None;
         for _ in 0..4 {
             let generation = if self.planted(PlantedBug::ReleaseWithoutBump) {
                 lease.generation
@@ -982,6 +989,7 @@ impl LeaseManager {
                 // It may have landed: the next attempt's conflict answer will say so.
                 Err(e) if e.is_ambiguous() => {
                     tracing::debug!(path = %lease.path, error = %e, "release answer lost; trying again");
+                    unanswered = Some(e);
                     continue;
                 }
                 Err(e) => return Err(e.into()),
@@ -998,10 +1006,18 @@ impl LeaseManager {
                     }
                     lease.generation = found.generation;
                 }
-                PutOutcome::Conflict(_) => break,
+                PutOutcome::Conflict(_) => {
+                    return Err(LeaseError::lost(&lease, "it was no longer ours to release"));
+                }
             }
+            unanswered = None;
         }
-        Err(LeaseError::lost(&lease, "it was no longer ours to release"))
+        // Out of attempts: the last one's answer was lost (the release may have landed), or
+        // renewals kept moving the record on.
+        Err(match unanswered {
+            Some(e) => e.into(),
+            None => LeaseError::lost(&lease, "it was no longer ours to release"),
+        })
     }
 
     /// [`release`](Self::release), logging instead of failing: a release that does not
