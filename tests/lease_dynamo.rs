@@ -119,6 +119,7 @@ async fn a_conflict_answer_without_the_old_item_falls_back_to_a_consistent_read(
         owner: Some("holder".into()),
         value: None,
         released: false,
+        holder: None,
     };
     assert_eq!(
         direct.put(&held, &Expect::Absent).await.unwrap(),
@@ -157,6 +158,7 @@ async fn every_condition_behaves_on_the_real_server() {
         owner: Some(owner.into()),
         value: None,
         released: false,
+        holder: None,
     };
     let written = |o: PutOutcome| o == PutOutcome::Written;
     assert!(written(
@@ -190,4 +192,37 @@ async fn every_condition_behaves_on_the_real_server() {
     let stored = table.get("conds", "\"abc\"").await.unwrap().unwrap();
     assert!(stored.is_written_by("b", 2));
     assert_eq!(table.get("conds", "other").await.unwrap(), None);
+}
+
+#[tokio::test]
+async fn records_say_which_process_holds_them_and_since_when() {
+    let leases = common::dynamo_leases().await;
+    let before = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64;
+    let mut lease = leases
+        .acquire("held/by", "*", || async { Ok::<(), Never>(()) })
+        .await
+        .unwrap();
+    let first = leases.table().get("held/by", "*").await.unwrap().unwrap();
+    let holder = first.holder.expect("our records name their holder");
+    assert!(
+        holder
+            .process
+            .ends_with(&format!(" pid {}", std::process::id())),
+        "{holder:?}"
+    );
+    assert!(holder.since_ms >= before && holder.written_ms >= holder.since_ms);
+    leases.renew(&mut lease).await.unwrap();
+    let renewed = leases.table().get("held/by", "*").await.unwrap().unwrap();
+    let again = renewed.holder.unwrap();
+    assert_eq!(
+        again.since_ms, holder.since_ms,
+        "held since the acquisition"
+    );
+    assert!(
+        again.written_ms >= holder.written_ms,
+        "last written at the renewal"
+    );
 }

@@ -275,6 +275,7 @@ fn record_at(generation: u64, released: bool) -> LeaseRecord {
         owner: Some("someone".into()),
         value: None,
         released,
+        holder: None,
     }
 }
 

@@ -291,6 +291,7 @@ async fn a_record_deleted_and_written_again_at_the_same_generation_is_not_reclai
         owner: None,
         value: None,
         released: false,
+        holder: None,
     };
     assert_eq!(
         table

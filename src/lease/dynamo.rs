@@ -126,6 +126,7 @@ impl DynamoLeaseTable {
             owner: Some(BROKEN_BY_OPERATOR.to_owned()),
             value: None,
             released: true,
+            holder: None,
             ..record.clone()
         };
         match self.put(&broken, &record.unchanged()).await? {
@@ -217,6 +218,22 @@ pub(crate) fn to_item(record: &LeaseRecord) -> Item {
     if let Some(value) = &record.value {
         item.insert("value".to_owned(), AttributeValue::from(value.as_str()));
     }
+    if let Some(holder) = &record.holder {
+        item.extend([
+            (
+                "holder".to_owned(),
+                AttributeValue::from(holder.process.as_str()),
+            ),
+            (
+                "held_since".to_owned(),
+                AttributeValue::from(holder.since_ms),
+            ),
+            (
+                "written".to_owned(),
+                AttributeValue::from(holder.written_ms),
+            ),
+        ]);
+    }
     if record.released {
         // A number, not a BOOL: object_store 0.12.5 fails to parse a conflict answer
         // holding any attribute type other than S and N.
@@ -270,6 +287,19 @@ pub(crate) fn from_item(item: &Item) -> Result<LeaseRecord, TableError> {
         released: item
             .get("released")
             .is_some_and(|v| v.as_u64().is_some_and(|n| n != 0) || v.as_bool() == Some(true)),
+        // Only for people reading the table: taken when whole, never an error.
+        holder: match (
+            text("holder"),
+            item.get("held_since").and_then(AttributeValue::as_i64),
+            item.get("written").and_then(AttributeValue::as_i64),
+        ) {
+            (Some(process), Some(since_ms), Some(written_ms)) => Some(super::Holder {
+                process: process.to_owned(),
+                since_ms,
+                written_ms,
+            }),
+            _ => None,
+        },
         path: path.clone(),
         etag: etag.clone(),
     })
@@ -378,6 +408,11 @@ mod tests {
             owner: Some("n0nce".into()),
             value: Some("10.0.0.7:8200".into()),
             released: true,
+            holder: Some(super::super::Holder {
+                process: "host-1 pid 42".into(),
+                since_ms: 1_800_000_000_000,
+                written_ms: 1_800_000_005_000,
+            }),
         }
     }
 

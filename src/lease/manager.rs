@@ -12,7 +12,7 @@ use tokio::time::Instant;
 use super::clock::{Clock, SystemClock};
 use super::config::{LeaseConfig, safety_margin, stale_after};
 use super::planted::{Planted, PlantedBug};
-use super::record::{Expect, LeaseRecord, PutOutcome};
+use super::record::{Expect, Holder, LeaseRecord, PutOutcome};
 use super::table::{LeaseTable, TableError};
 
 /// Runs the lease protocol against one [`LeaseTable`]. Cheap to clone.
@@ -48,6 +48,8 @@ pub struct LeaseManager {
     planted: Planted,
     /// Told when a wait grows long (see [`LeaseManager::on_wait`]).
     on_wait: Option<WaitObserver>,
+    /// `HOST pid PID`, written into records for people inspecting the table.
+    process: Arc<str>,
 }
 
 /// What [`LeaseManager::on_wait`] keeps.
@@ -102,6 +104,9 @@ pub struct Lease {
     /// created fresh at the first try: the guarded state may have changed since it was
     /// last checked.
     taken_over: bool,
+    /// When the acquisition that won was sent, by the wall clock (ms since the epoch): shown
+    /// in the record to people inspecting the table.
+    since_ms: Option<i64>,
     /// When the earliest renewal attempt not yet confirmed was sent. Kept in the lease, not
     /// in a call, so that an attempt dropped with its call (and landing later) still
     /// bounds the lease when a later renewal finds its record.
@@ -304,6 +309,7 @@ impl LeaseManager {
             fencing: false,
             planted: Planted::default(),
             on_wait: None,
+            process: this_process().into(),
         })
     }
 
@@ -376,6 +382,7 @@ impl LeaseManager {
             let expires = self.clock.unix_time().saturating_add(self.config.ttl);
             i64::try_from(expires.as_secs()).unwrap_or(i64::MAX)
         });
+        let now_ms = self.wall_ms();
         LeaseRecord {
             path: lease.path.clone(),
             etag: lease.etag.clone(),
@@ -385,7 +392,17 @@ impl LeaseManager {
             owner: Some(lease.owner.clone()),
             value: lease.value.clone(),
             released,
+            holder: Some(Holder {
+                process: self.process.to_string(),
+                since_ms: lease.since_ms.unwrap_or(now_ms),
+                written_ms: now_ms,
+            }),
         }
+    }
+
+    /// The wall clock in milliseconds since the epoch.
+    fn wall_ms(&self) -> i64 {
+        i64::try_from(self.clock.unix_time().as_millis()).unwrap_or(i64::MAX)
     }
 
     /// The generation a first acquisition (no record) writes.
@@ -408,6 +425,7 @@ impl LeaseManager {
             timeout: self.config.timeout,
             written_at: self.clock.now(),
             taken_over: false,
+            since_ms: None,
             unconfirmed_since: None,
         }
     }
@@ -556,6 +574,7 @@ impl LeaseManager {
         let mut taken_over = false;
         loop {
             let sent = self.clock.now();
+            lease.since_ms = Some(self.wall_ms());
             let found = match self.try_put(&lease, generation, &expect).await? {
                 Attempt::Won => {
                     lease.won(generation, sent, taken_over);
@@ -662,6 +681,7 @@ impl LeaseManager {
         // At most: absent (gone meanwhile), then released; each step at most once.
         for _ in 0..3 {
             let sent = self.clock.now();
+            lease.since_ms = Some(self.wall_ms());
             let turn = match self.try_put(&lease, generation, &expect).await? {
                 Attempt::Won => {
                     lease.won(generation, sent, !matches!(expect, Expect::Absent));
@@ -1045,6 +1065,20 @@ fn lock(usable: &Mutex<Instant>) -> std::sync::MutexGuard<'_, Instant> {
     usable
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// `HOST pid PID` of this process, for people reading the table.
+fn this_process() -> String {
+    let mut name = [0u8; 256];
+    // SAFETY: the buffer is valid for its whole length, which is what we pass; the name is
+    // cut at the first NUL (or the buffer's end) below.
+    let host = if unsafe { libc::gethostname(name.as_mut_ptr().cast(), name.len()) } == 0 {
+        let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
+        String::from_utf8_lossy(&name[..end]).into_owned()
+    } else {
+        "unknown-host".to_owned()
+    };
+    format!("{host} pid {}", std::process::id())
 }
 
 /// A fresh random owner nonce: 128 bits, so two acquisitions never share one.

@@ -23,5 +23,5 @@ pub use manager::{AcquireError, GuardError, Lease, LeaseError, LeaseManager, Wai
 pub use memory::MemoryLeaseTable;
 #[cfg(feature = "planted-bugs")]
 pub use planted::PlantedBug;
-pub use record::{CREATE_ETAG, Expect, LeaseRecord, PutOutcome};
+pub use record::{CREATE_ETAG, Expect, Holder, LeaseRecord, PutOutcome};
 pub use table::{LeaseTable, TableError};

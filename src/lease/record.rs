@@ -33,6 +33,23 @@ pub struct LeaseRecord {
     /// Set by a holder whose operation has a known outcome: the next writer need not wait.
     /// Stored as the number 1 (old writers parse only strings and numbers).
     pub released: bool,
+    /// Who wrote it and when, for people reading the table (`dynacommit lease list`);
+    /// never used by the protocol. `None` in records of old writers.
+    pub holder: Option<Holder>,
+}
+
+/// Who wrote a lease record, and when, by the writer's wall clock: for telling a dead
+/// holder from a live one when inspecting a table. Stored as strings and numbers, which
+/// object_store 0.12.5 writers read past.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Holder {
+    /// The writing process: `HOST pid PID`.
+    pub process: String,
+    /// When its acquisition was sent, in milliseconds since the epoch.
+    pub since_ms: i64,
+    /// When this version of the record was sent, in milliseconds since the epoch: its age
+    /// says how long ago the holder last renewed.
+    pub written_ms: i64,
 }
 
 impl LeaseRecord {
