@@ -58,6 +58,9 @@ pub async fn run(backends: &BackendArgs, args: BenchArgs, json: bool) -> Result<
     if !json {
         eprintln!("{}", resolved.description);
     }
+    for warning in &resolved.warnings {
+        eprintln!("dynacommit: {warning}");
+    }
     let n = args.ops as usize;
     let leases = LeaseManager::new(resolved.table.clone(), resolved.config.clone())
         .map_err(|e| e.to_string())?;

@@ -91,7 +91,7 @@ pub async fn run(
     command: LeaseCommand,
     as_json: bool,
 ) -> Result<ExitCode, String> {
-    let table = backends.require_dynamo_table(&backends.lease_config()?.table)?;
+    let table = backends.require_dynamo_table(&backends.lease_table_name()?)?;
     let records = match &command {
         LeaseCommand::List { prefix } => table.list(prefix.as_deref().unwrap_or("")).await,
         LeaseCommand::Show { path } | LeaseCommand::Break { path, .. } => {

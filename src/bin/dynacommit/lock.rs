@@ -10,10 +10,11 @@ use dynacommit::lock::{DEFAULT_LOCK_TABLE, LockClient, default_lock_config};
 
 use crate::backends::BackendArgs;
 use crate::report::print_table;
+use crate::signals::{INTERRUPTED, Interrupt};
 
 #[derive(Debug, Subcommand)]
 pub enum LockCommand {
-    /// Take the lock and hold it until Ctrl-C (releasing it) or until it is lost.
+    /// Take the lock and hold it until Ctrl-C or SIGTERM (releasing it) or until it is lost.
     Hold(HoldArgs),
     /// Show whether the lock is held, and the holder's value.
     Show {
@@ -26,9 +27,9 @@ pub enum LockCommand {
 
 #[derive(Debug, Args)]
 pub struct LockTableArgs {
-    /// The lock table in DynamoDB.
-    #[arg(long, default_value = DEFAULT_LOCK_TABLE)]
-    lock_table: String,
+    /// The lock table in DynamoDB (default dynacommit_locks). Naming it asks for DynamoDB.
+    #[arg(long)]
+    lock_table: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -54,14 +55,19 @@ async fn client(
     renew_ms: Option<u64>,
 ) -> Result<LockClient, String> {
     let mut config = default_lock_config().with_timeout(Duration::from_millis(lease_ms));
-    config.table = table.lock_table.clone();
+    config.table = table
+        .lock_table
+        .clone()
+        .unwrap_or_else(|| DEFAULT_LOCK_TABLE.to_owned());
     config.renew_interval = Some(Duration::from_millis(renew_ms.unwrap_or(lease_ms / 3)));
     if let Some(poll) = backends.poll_ms {
         config.poll_interval = Duration::from_millis(poll);
     }
-    let leases: Arc<dyn LeaseTable> = match backends.dynamo_table(&table.lock_table)? {
+    let leases: Arc<dyn LeaseTable> = match backends
+        .lock_table(&config.table, table.lock_table.is_some())?
+    {
         Some(locks) => {
-            locks.ensure_table().await.map_err(|e| e.to_string())?;
+            backends.prepare_table(&locks).await?;
             Arc::new(locks)
         }
         None => {
@@ -76,11 +82,15 @@ pub async fn run(
     backends: &BackendArgs,
     command: LockCommand,
     json: bool,
+    interrupt: Interrupt,
 ) -> Result<ExitCode, String> {
     match command {
         LockCommand::Show { key, table } => {
             let locks = client(backends, &table, 15_000, None).await?;
-            let state = locks.value(&key).await.map_err(|e| e.to_string())?;
+            let state = tokio::select! {
+                state = locks.value(&key) => state.map_err(|e| e.to_string())?,
+                () = interrupt.wait() => return Ok(ExitCode::from(INTERRUPTED)),
+            };
             if json {
                 println!(
                     "{}",
@@ -102,16 +112,14 @@ pub async fn run(
         LockCommand::Hold(args) => {
             let locks = client(backends, &args.table, args.lease_ms, args.renew_ms).await?;
             eprintln!("waiting for the lock on {} (Ctrl-C to give up)", args.key);
-            let interrupted = async {
-                let _ = tokio::signal::ctrl_c().await;
-            };
+            let interrupted = interrupt.wait();
             let Some(mut guard) = locks
                 .acquire_until(&args.key, &args.value, interrupted)
                 .await
                 .map_err(|e| e.to_string())?
             else {
                 println!("interrupted before acquiring {}", args.key);
-                return Ok(ExitCode::from(130));
+                return Ok(ExitCode::from(INTERRUPTED));
             };
             println!(
                 "acquired {} with fencing token {} (value {})",
@@ -124,7 +132,7 @@ pub async fn run(
                     println!("lost the lock on {}: {reason}", args.key);
                     Ok(ExitCode::FAILURE)
                 }
-                _ = tokio::signal::ctrl_c() => {
+                () = interrupt.wait() => {
                     guard.release().await.map_err(|e| e.to_string())?;
                     println!("released {}", args.key);
                     Ok(ExitCode::SUCCESS)

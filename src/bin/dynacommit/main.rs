@@ -6,6 +6,7 @@ mod lease;
 mod lock;
 mod race;
 mod report;
+mod signals;
 mod table;
 
 use std::process::ExitCode;
@@ -65,18 +66,50 @@ fn main() -> ExitCode {
 }
 
 async fn run(cli: Cli) -> ExitCode {
+    // Listen for Ctrl-C and SIGTERM before saying anything, so that whoever reads our first
+    // line can rely on an interrupt being handled.
+    let interrupt = match signals::install() {
+        Ok(interrupt) => interrupt,
+        Err(error) => {
+            eprintln!("dynacommit: error: {error}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let backends = &cli.backends;
     let outcome = match cli.command {
-        Command::Race(args) => race::run(&cli.backends, args, cli.json).await,
-        Command::Bench(args) => bench::run(&cli.backends, args, cli.json).await,
-        Command::Table(command) => table::run(&cli.backends, command, cli.json).await,
-        Command::Lease(command) => lease::run(&cli.backends, command, cli.json).await,
-        Command::Lock(command) => lock::run(&cli.backends, command, cli.json).await,
+        Command::Race(args) => race::run(backends, args, cli.json, interrupt.clone()).await,
+        Command::Bench(args) => {
+            dropped_on_interrupt(bench::run(backends, args, cli.json), &interrupt).await
+        }
+        Command::Table(command) => {
+            dropped_on_interrupt(table::run(backends, command, cli.json), &interrupt).await
+        }
+        Command::Lease(command) => {
+            dropped_on_interrupt(lease::run(backends, command, cli.json), &interrupt).await
+        }
+        Command::Lock(command) => lock::run(backends, command, cli.json, interrupt.clone()).await,
     };
     match outcome {
         Ok(code) => code,
         Err(error) => {
             eprintln!("dynacommit: error: {error}");
             ExitCode::from(2)
+        }
+    }
+}
+
+/// Runs `work` until the first interrupt, then drops it: for commands that hold no lease
+/// across an interrupt (dropping cancels their requests and removes scratch directories;
+/// `race` and `lock hold` stop in their own way, releasing what they hold).
+async fn dropped_on_interrupt(
+    work: impl Future<Output = Result<ExitCode, String>>,
+    interrupt: &signals::Interrupt,
+) -> Result<ExitCode, String> {
+    tokio::select! {
+        outcome = work => outcome,
+        () = interrupt.wait() => {
+            eprintln!("dynacommit: interrupted");
+            Ok(ExitCode::from(signals::INTERRUPTED))
         }
     }
 }

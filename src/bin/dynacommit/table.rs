@@ -20,7 +20,7 @@ pub async fn run(
     command: TableCommand,
     json: bool,
 ) -> Result<ExitCode, String> {
-    let table = backends.require_dynamo_table(&backends.lease_config()?.table)?;
+    let table = backends.require_dynamo_table(&backends.lease_table_name()?)?;
     let client = table.client();
     let (action, description) = match command {
         TableCommand::Create => {
