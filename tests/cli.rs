@@ -526,7 +526,11 @@ fn aws_region_alone_keeps_the_embedded_default_and_contacts_nothing() {
     drop(trap); // later attempts are refused at once
     let out = child.wait_with_output().unwrap();
     let stderr = text(&out.stderr);
-    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "unreachable is a failure: {stderr}"
+    );
     assert!(
         stderr.contains("cannot check the table dynacommit_leases"),
         "{stderr}"
@@ -644,4 +648,63 @@ async fn lease_settings_come_from_flags_then_the_environment_then_defaults() {
         stderr.contains("DYNACOMMIT_LEASE_TIMEOUT_MS=\"soon\""),
         "{stderr}"
     );
+}
+
+/// Every command's help has an example and the exit codes; and the codes differ: 2 for a
+/// usage or configuration error, 1 for a failure doing the work.
+#[test]
+fn help_shows_examples_and_exit_codes_and_usage_differs_from_failure() {
+    for command in [
+        &[][..],
+        &["race"],
+        &["bench"],
+        &["table"],
+        &["table", "create"],
+        &["table", "describe"],
+        &["lease"],
+        &["lease", "list"],
+        &["lease", "show"],
+        &["lease", "break"],
+        &["lock"],
+        &["lock", "hold"],
+        &["lock", "show"],
+    ] {
+        let mut args = command.to_vec();
+        args.push("--help");
+        let out = dynacommit(&args, &[]);
+        let help = text(&out.stdout);
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        assert!(
+            help.contains("Example") && help.contains("dynacommit "),
+            "{args:?} has no example: {help}"
+        );
+        if command.len() < 2 {
+            assert!(help.contains("Exit codes: 0"), "{args:?}: {help}");
+        }
+    }
+
+    // Usage: a flag's value, clap's own complaint, a bad variable.
+    assert_eq!(
+        dynacommit(&["race", "--store", "ftp://x"], &[])
+            .status
+            .code(),
+        Some(2)
+    );
+    assert_eq!(
+        dynacommit(&["race", "--no-such-flag"], &[]).status.code(),
+        Some(2)
+    );
+    let bad = dynacommit(&["race"], &[("DYNACOMMIT_POLL_INTERVAL_MS", "often")]);
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad.stderr));
+    // Failure: DynamoDB unreachable (nothing listens on port 9).
+    let down = dynacommit(
+        &["lease", "list", "--dynamodb-endpoint", "http://127.0.0.1:9"],
+        &[
+            ("AWS_ACCESS_KEY_ID", "dynacommit"),
+            ("AWS_SECRET_ACCESS_KEY", "dynacommitsecret"),
+        ],
+    );
+    let stderr = text(&down.stderr);
+    assert_eq!(down.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
 }

@@ -11,6 +11,8 @@ use object_store::memory::InMemory;
 use object_store::prefix::PrefixStore;
 use object_store::{ObjectStore, RetryConfig};
 
+use crate::fail::Fail;
+
 /// Flags shared by every command.
 #[derive(Debug, Args)]
 pub struct BackendArgs {
@@ -115,8 +117,8 @@ impl BackendArgs {
 
     /// The lease settings: flags, then the environment (`LeaseConfig::from_env`'s
     /// variables), then the defaults. `embedded` picks the default poll interval.
-    pub fn lease_config(&self, embedded: bool) -> Result<LeaseConfig, String> {
-        self.lease_config_from(embedded, env)
+    pub fn lease_config(&self, embedded: bool) -> Result<LeaseConfig, Fail> {
+        self.lease_config_from(embedded, env).map_err(Fail::Usage)
     }
 
     fn lease_config_from(
@@ -146,28 +148,25 @@ impl BackendArgs {
     }
 
     /// The lease table's name (flags, then DYNACOMMIT_LEASE_TABLE, then the default).
-    pub fn lease_table_name(&self) -> Result<String, String> {
+    pub fn lease_table_name(&self) -> Result<String, Fail> {
         Ok(self.lease_config(false)?.table)
     }
 
     /// The lock table `name` in DynamoDB if DynamoDB was asked for (`explicit`: the user
     /// named the table).
-    pub fn lock_table(
-        &self,
-        name: &str,
-        explicit: bool,
-    ) -> Result<Option<DynamoLeaseTable>, String> {
+    pub fn lock_table(&self, name: &str, explicit: bool) -> Result<Option<DynamoLeaseTable>, Fail> {
         match self.dynamodb_reason(explicit.then_some("--lock-table")) {
             Some(_) => self.open_dynamo(name).map(Some),
             None => Ok(None),
         }
     }
 
-    fn open_dynamo(&self, name: &str) -> Result<DynamoLeaseTable, String> {
+    /// The client's settings come from flags and the environment: its errors are usage.
+    fn open_dynamo(&self, name: &str) -> Result<DynamoLeaseTable, Fail> {
         let mut builder = DynamoClientBuilder::from_env();
         // Explicit keys sign as before; otherwise AWS's standard credential chain.
         if (env("AWS_ACCESS_KEY_ID").is_none() || env("AWS_SECRET_ACCESS_KEY").is_none())
-            && let Some(chain) = credential_chain(std::env::vars())?
+            && let Some(chain) = credential_chain(std::env::vars()).map_err(Fail::Usage)?
         {
             builder = builder.with_credential_provider(chain);
         }
@@ -178,22 +177,22 @@ impl BackendArgs {
             // A local endpoint needs some region to sign for; AWS itself needs the real one.
             builder = builder.with_region("us-east-1");
         }
-        let client = builder.build().map_err(|e| e.to_string())?;
+        let client = builder.build().map_err(|e| Fail::Usage(e.to_string()))?;
         Ok(DynamoLeaseTable::new(client, name))
     }
 
     /// The table `name` in DynamoDB, for commands that have nothing to do without one: the
     /// command itself asks for DynamoDB, so AWS_REGION is enough here.
-    pub fn require_dynamo_table(&self, name: &str) -> Result<DynamoLeaseTable, String> {
+    pub fn require_dynamo_table(&self, name: &str) -> Result<DynamoLeaseTable, Fail> {
         let region = env("AWS_REGION").or_else(|| env("AWS_DEFAULT_REGION"));
         if self.embedded
             || (self.dynamodb_reason(self.lease_table_named()).is_none() && region.is_none())
         {
-            return Err(
+            return Err(Fail::Usage(
                 "no DynamoDB configured: set AWS_ENDPOINT_URL_DYNAMODB (or --dynamodb-endpoint) \
                  or AWS_REGION; the embedded default keeps no table beyond one process"
                     .to_owned(),
-            );
+            ));
         }
         self.open_dynamo(name)
     }
@@ -201,7 +200,7 @@ impl BackendArgs {
     /// Makes sure `table` exists before leases go into it: creates it on a loopback
     /// endpoint or with --create-table; elsewhere (AWS) only checks, and says how to
     /// create it when it is missing.
-    pub async fn prepare_table(&self, table: &DynamoLeaseTable) -> Result<(), String> {
+    pub async fn prepare_table(&self, table: &DynamoLeaseTable) -> Result<(), Fail> {
         let endpoint = table.client().endpoint().to_owned();
         if self.create_table || is_loopback(&endpoint) {
             table.ensure_table().await.map_err(|e| e.to_string())?;
@@ -209,21 +208,21 @@ impl BackendArgs {
         }
         match table.client().describe_table(table.table_name()).await {
             Ok(_) => Ok(()),
-            Err(e) if e.code() == Some("ResourceNotFoundException") => Err(format!(
+            Err(e) if e.code() == Some("ResourceNotFoundException") => Err(Fail::Usage(format!(
                 "the table {name} does not exist in DynamoDB at {endpoint}, and dynacommit \
                  creates tables outside loopback endpoints only when told to: run \
                  `dynacommit table create --table {name}` once, or pass --create-table",
                 name = table.table_name()
-            )),
-            Err(e) => Err(format!(
+            ))),
+            Err(e) => Err(Fail::Failure(format!(
                 "cannot check the table {}: {e}",
                 table.table_name()
-            )),
+            ))),
         }
     }
 
     /// Resolves everything a command needs.
-    pub async fn resolve(&self) -> Result<Backends, String> {
+    pub async fn resolve(&self) -> Result<Backends, Fail> {
         let reason = self.dynamodb_reason(self.lease_table_named());
         let config = self.lease_config(reason.is_none())?;
         let timing = format!(
@@ -249,7 +248,8 @@ impl BackendArgs {
                 format!("the in-process lease table ({timing})"),
             ),
         };
-        let (store, store_text, scratch) = open_store(self.store.as_deref())?;
+        let (store, store_text, scratch) =
+            open_store(self.store.as_deref()).map_err(Fail::Usage)?;
         let mut description = if reason.is_none() && self.store.is_none() {
             format!(
                 "embedded default: {table_text} and {store_text} (configure --store and DynamoDB to use real services)"

@@ -9,14 +9,21 @@ use dynacommit::lease::{LeaseTable, MemoryLeaseTable};
 use dynacommit::lock::{DEFAULT_LOCK_TABLE, LockClient, default_lock_config};
 
 use crate::backends::BackendArgs;
+use crate::fail::Fail;
 use crate::report::print_table;
 use crate::signals::{INTERRUPTED, Interrupt};
 
 #[derive(Debug, Subcommand)]
 pub enum LockCommand {
     /// Take the lock and hold it until Ctrl-C or SIGTERM (releasing it) or until it is lost.
+    #[command(
+        after_help = "Example:\n  dynacommit lock hold cluster/leader 10.0.0.7:8200 --lock-table locks --lease-ms 10000"
+    )]
     Hold(HoldArgs),
     /// Show whether the lock is held, and the holder's value.
+    #[command(
+        after_help = "Example:\n  dynacommit lock show cluster/leader --lock-table locks --json"
+    )]
     Show {
         /// The lock's key.
         key: String,
@@ -53,7 +60,7 @@ async fn client(
     table: &LockTableArgs,
     lease_ms: u64,
     renew_ms: Option<u64>,
-) -> Result<LockClient, String> {
+) -> Result<LockClient, Fail> {
     let mut config = default_lock_config().with_timeout(Duration::from_millis(lease_ms));
     config.table = table
         .lock_table
@@ -75,7 +82,7 @@ async fn client(
             Arc::new(MemoryLeaseTable::new())
         }
     };
-    LockClient::new(leases, config).map_err(|e| e.to_string())
+    LockClient::new(leases, config).map_err(|e| Fail::Usage(e.to_string()))
 }
 
 pub async fn run(
@@ -83,7 +90,7 @@ pub async fn run(
     command: LockCommand,
     json: bool,
     interrupt: Interrupt,
-) -> Result<ExitCode, String> {
+) -> Result<ExitCode, Fail> {
     match command {
         LockCommand::Show { key, table } => {
             let locks = client(backends, &table, 15_000, None).await?;

@@ -18,6 +18,7 @@ use object_store::{ObjectStore, ObjectStoreExt};
 use tokio::sync::watch;
 
 use crate::backends::BackendArgs;
+use crate::fail::Fail;
 use crate::report::{ms, print_table};
 use crate::signals::{INTERRUPTED, Interrupt};
 
@@ -45,7 +46,7 @@ pub async fn run(
     args: RaceArgs,
     json: bool,
     interrupt: Interrupt,
-) -> Result<ExitCode, String> {
+) -> Result<ExitCode, Fail> {
     let resolved = backends.resolve().await?;
     if !json {
         eprintln!("{}", resolved.description);
@@ -197,18 +198,18 @@ pub async fn run(
 
 /// Refuses a log that already holds objects: the race proves that every version from 0
 /// was won exactly once by this run's writers, which an old log's versions would fail.
-async fn refuse_a_used_log(store: &dyn ObjectStore, log: &Path) -> Result<(), String> {
+async fn refuse_a_used_log(store: &dyn ObjectStore, log: &Path) -> Result<(), Fail> {
     match store.list(Some(log)).next().await {
         None => Ok(()),
-        Some(Ok(found)) => Err(format!(
+        Some(Ok(found)) => Err(Fail::Usage(format!(
             "--log {log} already holds versions (e.g. {}): the race checks that every version \
              from 0 was won exactly once by this run's writers, so it needs an empty log; give \
              a new --log path, or leave --log out for a fresh one",
             found.location
-        )),
-        Some(Err(e)) => Err(format!(
+        ))),
+        Some(Err(e)) => Err(Fail::Failure(format!(
             "--log {log}: cannot list it to check that it is empty: {e}"
-        )),
+        ))),
     }
 }
 
