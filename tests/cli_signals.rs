@@ -197,7 +197,7 @@ async fn a_second_ctrl_c_exits_at_once() {
     let (status, took) = exit_within(&mut child, Duration::from_secs(10));
     let (stdout, stderr) = (drain(&stdout), drain(&stderr));
     assert_eq!(status.code(), Some(130), "{stdout}\n{stderr}");
-    assert!(took < Duration::from_millis(400), "took {took:?}");
+    assert!(took < Duration::from_secs(1), "took {took:?}");
     assert!(
         stderr.contains("interrupted again: exiting now"),
         "{stderr}"
