@@ -5,7 +5,8 @@
 #   scripts/services.sh start   [SERVICE...]   install if needed, start, wait until ready
 #   scripts/services.sh stop    [SERVICE...]   stop by pid file
 #   scripts/services.sh status  [SERVICE...]
-#   scripts/services.sh env                    print the variables the tests read
+#   scripts/services.sh env                    print the variables the tests and the CLI
+#                                              read (eval "$(scripts/services.sh env)")
 #   scripts/services.sh run -- COMMAND...      start what is not running, run COMMAND with
 #                                              the variables set, stop what it started
 #                                              (also when COMMAND fails)
@@ -190,8 +191,19 @@ stop_one() {
 	rm -f "$pidfile"
 }
 
+# The DYNACOMMIT_TEST_* variables are the tests'; the AWS_* ones are what the dynacommit
+# CLI (and AWS's own tools) read, so that `eval "$(scripts/services.sh env)"` points the
+# CLI at DynamoDB Local and at s3rver for S3. s3rver, not SeaweedFS: s3rver ignores
+# If-None-Match, so what keeps commits exactly-once there is dynacommit's leases (on
+# SeaweedFS its native conditional PUT would hide a broken lease). S3RVER/S3RVER are
+# s3rver's fixed keys, and DynamoDB Local takes any keys of letters and digits.
 print_env() {
 	cat <<ENV
+export AWS_ENDPOINT_URL_DYNAMODB=http://127.0.0.1:$DYNAMODB_PORT
+export AWS_ENDPOINT_URL_S3=http://127.0.0.1:$S3RVER_PORT
+export AWS_ACCESS_KEY_ID=S3RVER
+export AWS_SECRET_ACCESS_KEY=S3RVER
+export AWS_REGION=us-east-1
 export DYNACOMMIT_TEST_DYNAMODB=http://127.0.0.1:$DYNAMODB_PORT
 export DYNACOMMIT_TEST_SEAWEEDFS=http://127.0.0.1:$SEAWEEDFS_PORT
 export DYNACOMMIT_TEST_SEAWEEDFS_KEY=$SEAWEEDFS_KEY

@@ -20,6 +20,10 @@ fn dynacommit(args: &[&str], env: &[(&str, &str)]) -> Output {
         "AWS_SESSION_TOKEN",
         "DYNACOMMIT_STORE",
         "DYNACOMMIT_LEASE_TABLE",
+        "DYNACOMMIT_LEASE_TIMEOUT_MS",
+        "DYNACOMMIT_MAX_CLOCK_SKEW_RATE",
+        "DYNACOMMIT_LEASE_TTL_SECS",
+        "DYNACOMMIT_POLL_INTERVAL_MS",
     ] {
         command.env_remove(var);
     }
@@ -297,4 +301,410 @@ async fn lease_list_show_and_break_on_dynamodb_local() {
     let broken = &records.as_array().unwrap()[0];
     assert_eq!(broken["released"], true, "{broken}");
     assert_eq!(broken["generation"], 1, "{broken}");
+}
+
+/// `scripts/services.sh env`, as (name, value) pairs.
+fn services_env() -> Vec<(String, String)> {
+    let out = Command::new("bash")
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/services.sh"))
+        .arg("env")
+        .output()
+        .unwrap();
+    assert!(out.status.success(), "{}", text(&out.stderr));
+    text(&out.stdout)
+        .lines()
+        .filter_map(|line| {
+            let (name, value) = line.strip_prefix("export ")?.split_once('=')?;
+            Some((name.to_owned(), value.to_owned()))
+        })
+        .collect()
+}
+
+/// Runs the CLI with exactly `vars` (and PATH) in its environment.
+fn dynacommit_with_only(args: &[&str], vars: &[(String, String)]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_dynacommit"))
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var_os("PATH").unwrap_or_default())
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .envs(vars.iter().map(|(k, v)| (k, v)))
+        .output()
+        .unwrap()
+}
+
+/// `eval "$(scripts/services.sh env)"` is all the CLI needs to run on the local services:
+/// the variables it reads are printed, point where the tests' do, and work.
+#[tokio::test]
+async fn services_env_points_the_cli_at_the_local_services() {
+    let vars = services_env();
+    let get = |name: &str| {
+        vars.iter()
+            .find(|(k, _)| k == name)
+            .map(|(_, v)| v.clone())
+            .unwrap_or_else(|| panic!("services.sh env does not print {name}: {vars:?}"))
+    };
+    for name in [
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_REGION",
+        "DYNACOMMIT_TEST_SEAWEEDFS",
+        "DYNACOMMIT_TEST_BUCKET",
+    ] {
+        get(name);
+    }
+    assert_eq!(
+        get("AWS_ENDPOINT_URL_DYNAMODB"),
+        get("DYNACOMMIT_TEST_DYNAMODB")
+    );
+    assert_eq!(get("AWS_ENDPOINT_URL_S3"), get("DYNACOMMIT_TEST_S3RVER"));
+    for (name, value) in &vars {
+        if value.starts_with("http") {
+            assert!(value.starts_with("http://127.0.0.1:"), "{name}={value}");
+        }
+    }
+
+    common::dynamodb().await;
+    let bucket = common::s3::S3Server::S3rver.fresh_bucket().await;
+    let table = common::unique_name("cli-env");
+    let store = format!("s3://{bucket}/lake");
+    let out = dynacommit_with_only(
+        &[
+            "race",
+            "--writers",
+            "3",
+            "--commits",
+            "4",
+            "--table",
+            &table,
+            "--store",
+            &store,
+        ],
+        &vars,
+    );
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    let dynamodb = get("AWS_ENDPOINT_URL_DYNAMODB");
+    assert!(
+        stderr.contains(&format!("DynamoDB table {table} at {dynamodb}")),
+        "{stderr}"
+    );
+    assert!(stderr.contains(&format!("s3://{bucket}/lake")), "{stderr}");
+    assert!(!stderr.contains("WARNING"), "{stderr}");
+    assert!(stdout.contains("versions committed  12 of 12"), "{stdout}");
+}
+
+/// An S3 store shared with other processes, but leases only in this one: said loudly, in
+/// JSON mode too; not said once the leases are in DynamoDB.
+#[tokio::test]
+async fn an_s3_store_with_in_process_leases_gets_a_loud_warning() {
+    let bucket = common::s3::S3Server::S3rver.fresh_bucket().await;
+    let s3 = common::s3::S3Server::S3rver.url();
+    let store = format!("s3://{bucket}/warned");
+    let env = [
+        ("AWS_ENDPOINT_URL_S3", s3.as_str()),
+        ("AWS_ACCESS_KEY_ID", "S3RVER"),
+        ("AWS_SECRET_ACCESS_KEY", "S3RVER"),
+    ];
+    for json in [false, true] {
+        let mut args = vec![
+            "race",
+            "--writers",
+            "2",
+            "--commits",
+            "2",
+            "--store",
+            &store,
+        ];
+        if json {
+            args.push("--json");
+        }
+        let out = dynacommit(&args, &env);
+        let stderr = text(&out.stderr);
+        assert!(out.status.success(), "{stderr}");
+        assert!(
+            stderr.contains(&format!("WARNING: --store {store} is shared"))
+                && stderr.contains("NOT coordinated"),
+            "json {json}: {stderr}"
+        );
+    }
+
+    common::dynamodb().await;
+    let dynamodb = common::dynamodb_url();
+    let table = common::unique_name("cli-warn");
+    let mut env = env.to_vec();
+    env.push(("AWS_ENDPOINT_URL_DYNAMODB", dynamodb.as_str()));
+    let out = dynacommit(
+        &[
+            "race",
+            "--writers",
+            "2",
+            "--commits",
+            "2",
+            "--store",
+            &store,
+            "--table",
+            &table,
+        ],
+        &env,
+    );
+    let stderr = text(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(!stderr.contains("WARNING"), "{stderr}");
+}
+
+/// A loopback listener standing in for every proxy: anything the CLI sends towards AWS
+/// arrives here (as a CONNECT) instead of leaving the machine.
+fn proxy_trap() -> (std::net::TcpListener, Vec<(&'static str, String)>) {
+    let trap = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = format!("http://{}", trap.local_addr().unwrap());
+    let env = [
+        "HTTPS_PROXY",
+        "https_proxy",
+        "HTTP_PROXY",
+        "http_proxy",
+        "ALL_PROXY",
+    ]
+    .map(|name| (name, url.clone()))
+    .into_iter()
+    .chain([
+        ("NO_PROXY", String::new()),
+        ("AWS_REGION", "eu-west-1".into()),
+        ("AWS_ACCESS_KEY_ID", "AKIDTRAPPED".into()),
+        ("AWS_SECRET_ACCESS_KEY", "trapped".into()),
+        ("AWS_EC2_METADATA_DISABLED", "true".into()),
+    ])
+    .collect();
+    (trap, env)
+}
+
+/// AWS_REGION is set on many machines for other tools: alone it must not send leases to
+/// AWS (nor create a table there). Only an explicit --dynamodb (or --table, or an
+/// endpoint) does, and then the CLI checks for the table instead of creating it.
+#[test]
+fn aws_region_alone_keeps_the_embedded_default_and_contacts_nothing() {
+    let (trap, env) = proxy_trap();
+    let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let out = dynacommit(&["race", "--writers", "2", "--commits", "3"], &env);
+    let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+    assert!(out.status.success(), "{stdout}\n{stderr}");
+    assert!(stderr.starts_with("embedded default:"), "{stderr}");
+    assert!(
+        stderr.contains("AWS_REGION is set, but no DynamoDB was asked for"),
+        "{stderr}"
+    );
+    trap.set_nonblocking(true).unwrap();
+    match trap.accept() {
+        Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {}
+        other => panic!("the CLI contacted something: {other:?}"),
+    }
+
+    // The control: asked for AWS's DynamoDB, it does go there (into the trap), and only
+    // to check the table: it gives up saying so, not having created anything.
+    trap.set_nonblocking(false).unwrap();
+    let child = Command::new(env!("CARGO_BIN_EXE_dynacommit"))
+        .args(["race", "--dynamodb", "--writers", "1", "--commits", "1"])
+        .env_remove("AWS_ENDPOINT_URL_DYNAMODB")
+        .env_remove("AWS_ENDPOINT_URL")
+        .env_remove("DYNACOMMIT_LEASE_TABLE")
+        .envs(env.iter().copied())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (mut connection, _) = trap.accept().unwrap();
+    connection
+        .set_read_timeout(Some(std::time::Duration::from_secs(10)))
+        .unwrap();
+    let mut request = [0u8; 256];
+    let n = std::io::Read::read(&mut connection, &mut request).unwrap();
+    drop(connection);
+    let request = text(&request[..n]);
+    assert!(
+        request.starts_with("CONNECT dynamodb.eu-west-1.amazonaws.com:443"),
+        "{request}"
+    );
+    drop(trap); // later attempts are refused at once
+    let out = child.wait_with_output().unwrap();
+    let stderr = text(&out.stderr);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "unreachable is a failure: {stderr}"
+    );
+    assert!(
+        stderr.contains("cannot check the table dynacommit_leases"),
+        "{stderr}"
+    );
+    assert!(
+        !stderr.contains("trapped"),
+        "a secret was printed: {stderr}"
+    );
+}
+
+/// The race proves every version from 0 was won once by its own writers, so a log with
+/// versions in it is refused up front, naming the flag, instead of reporting them lost.
+#[test]
+fn race_refuses_a_log_that_already_has_versions() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("file://{}", dir.path().display());
+    let args = [
+        "race",
+        "--writers",
+        "2",
+        "--commits",
+        "3",
+        "--store",
+        &store,
+        "--log",
+        "lake/_delta_log",
+    ];
+    let first = dynacommit(&args, &[]);
+    assert!(first.status.success(), "{}", text(&first.stderr));
+    let again = dynacommit(&args, &[]);
+    let (stdout, stderr) = (text(&again.stdout), text(&again.stderr));
+    assert_eq!(again.status.code(), Some(2), "{stdout}\n{stderr}");
+    assert!(
+        stderr.contains("--log lake/_delta_log already holds versions")
+            && stderr.contains("give a new --log path"),
+        "{stderr}"
+    );
+    assert!(stdout.is_empty(), "no report for a refused log: {stdout}");
+}
+
+/// Lease settings: flags, then the environment (the README's Configuration), then the
+/// defaults. The records the CLI writes carry the timeout it used.
+#[tokio::test]
+async fn lease_settings_come_from_flags_then_the_environment_then_defaults() {
+    common::dynamodb().await;
+    let table = common::unique_name("cli-config");
+    let dynamodb = common::dynamodb_url();
+    let base = [
+        ("AWS_ENDPOINT_URL_DYNAMODB", dynamodb.as_str()),
+        ("AWS_ACCESS_KEY_ID", "dynacommit"),
+        ("AWS_SECRET_ACCESS_KEY", "dynacommitsecret"),
+    ];
+    let with_timeout = |ms: &'static str| {
+        let mut env = base.to_vec();
+        env.push(("DYNACOMMIT_LEASE_TIMEOUT_MS", ms));
+        env
+    };
+    let race = |table_flag: &str, log: &str, env: &[(&str, &str)]| {
+        let log = format!("{log}/_delta_log");
+        let out = dynacommit(
+            &[
+                "race",
+                "--writers",
+                "2",
+                "--commits",
+                "2",
+                "--store",
+                "memory://",
+                "--table",
+                table_flag,
+                "--log",
+                &log,
+            ],
+            env,
+        );
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        text(&out.stderr)
+    };
+    let timeouts = |prefix: &str| -> Vec<u64> {
+        let out = dynacommit(
+            &["lease", "list", prefix, "--table", &table, "--json"],
+            &base,
+        );
+        assert!(out.status.success(), "{}", text(&out.stderr));
+        let records: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let timeouts: Vec<u64> = records
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["timeout_ms"].as_u64().unwrap())
+            .collect();
+        assert!(timeouts.len() >= 4, "{records}");
+        timeouts
+    };
+
+    let said = race(&table, "from-env", &with_timeout("7000"));
+    assert!(said.contains("lease timeout 7000 ms"), "{said}");
+    assert!(timeouts("from-env/").iter().all(|&t| t == 7000));
+
+    let with_flag = format!("{table}:9000");
+    let said = race(&with_flag, "from-flag", &with_timeout("7000"));
+    assert!(said.contains("lease timeout 9000 ms"), "{said}");
+    assert!(timeouts("from-flag/").iter().all(|&t| t == 9000));
+
+    race(&table, "default", &base);
+    assert!(timeouts("default/").iter().all(|&t| t == 20_000));
+
+    let out = dynacommit(
+        &["race", "--table", &table, "--store", "memory://"],
+        &with_timeout("soon"),
+    );
+    assert_eq!(out.status.code(), Some(2));
+    let stderr = text(&out.stderr);
+    assert!(
+        stderr.contains("DYNACOMMIT_LEASE_TIMEOUT_MS=\"soon\""),
+        "{stderr}"
+    );
+}
+
+/// Every command's help has an example and the exit codes; and the codes differ: 2 for a
+/// usage or configuration error, 1 for a failure doing the work.
+#[test]
+fn help_shows_examples_and_exit_codes_and_usage_differs_from_failure() {
+    for command in [
+        &[][..],
+        &["race"],
+        &["bench"],
+        &["table"],
+        &["table", "create"],
+        &["table", "describe"],
+        &["lease"],
+        &["lease", "list"],
+        &["lease", "show"],
+        &["lease", "break"],
+        &["lock"],
+        &["lock", "hold"],
+        &["lock", "show"],
+    ] {
+        let mut args = command.to_vec();
+        args.push("--help");
+        let out = dynacommit(&args, &[]);
+        let help = text(&out.stdout);
+        assert!(out.status.success(), "{args:?}: {}", text(&out.stderr));
+        assert!(
+            help.contains("Example") && help.contains("dynacommit "),
+            "{args:?} has no example: {help}"
+        );
+        if command.len() < 2 {
+            assert!(help.contains("Exit codes: 0"), "{args:?}: {help}");
+        }
+    }
+
+    // Usage: a flag's value, clap's own complaint, a bad variable.
+    assert_eq!(
+        dynacommit(&["race", "--store", "ftp://x"], &[])
+            .status
+            .code(),
+        Some(2)
+    );
+    assert_eq!(
+        dynacommit(&["race", "--no-such-flag"], &[]).status.code(),
+        Some(2)
+    );
+    let bad = dynacommit(&["race"], &[("DYNACOMMIT_POLL_INTERVAL_MS", "often")]);
+    assert_eq!(bad.status.code(), Some(2), "{}", text(&bad.stderr));
+    // Failure: DynamoDB unreachable (nothing listens on port 9).
+    let down = dynacommit(
+        &["lease", "list", "--dynamodb-endpoint", "http://127.0.0.1:9"],
+        &[
+            ("AWS_ACCESS_KEY_ID", "dynacommit"),
+            ("AWS_SECRET_ACCESS_KEY", "dynacommitsecret"),
+        ],
+    );
+    let stderr = text(&down.stderr);
+    assert_eq!(down.status.code(), Some(1), "{stderr}");
+    assert_eq!(stderr.lines().count(), 1, "{stderr}");
 }

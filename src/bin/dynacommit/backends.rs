@@ -11,6 +11,8 @@ use object_store::memory::InMemory;
 use object_store::prefix::PrefixStore;
 use object_store::{ObjectStore, RetryConfig};
 
+use crate::fail::Fail;
+
 /// Flags shared by every command.
 #[derive(Debug, Args)]
 pub struct BackendArgs {
@@ -18,17 +20,25 @@ pub struct BackendArgs {
     /// local directory.
     #[arg(long, global = true, env = "DYNACOMMIT_STORE")]
     pub store: Option<String>,
-    /// Lease table in DynamoDB, as TABLE or TABLE:TIMEOUT_MS.
-    #[arg(long, global = true, env = "DYNACOMMIT_LEASE_TABLE", default_value = dynacommit::lease::DEFAULT_TABLE)]
-    pub table: String,
+    /// Lease table in DynamoDB, as TABLE or TABLE:TIMEOUT_MS (else DYNACOMMIT_LEASE_TABLE,
+    /// else dynacommit_leases). Naming a table asks for DynamoDB.
+    #[arg(long, global = true)]
+    pub table: Option<String>,
     /// DynamoDB endpoint (else AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL, or AWS's own).
     #[arg(long, global = true)]
     pub dynamodb_endpoint: Option<String>,
+    /// Use DynamoDB (AWS's own, in AWS_REGION, unless an endpoint is set) for the leases.
+    #[arg(long, global = true, conflicts_with = "embedded")]
+    pub dynamodb: bool,
     /// Use the in-process lease table even where DynamoDB is configured.
     #[arg(long, global = true)]
     pub embedded: bool,
-    /// How often waiting writers poll, in milliseconds (default 100; 5 on the embedded
-    /// default, where a poll costs microseconds).
+    /// Create the lease (or lock) table if it is missing, also outside loopback endpoints
+    /// (dynacommit creates tables unasked only on 127.0.0.1 or localhost).
+    #[arg(long, global = true)]
+    pub create_table: bool,
+    /// How often waiting writers poll, in milliseconds (else DYNACOMMIT_POLL_INTERVAL_MS,
+    /// else 100; 5 on the embedded default, where a poll costs microseconds).
     #[arg(long, global = true)]
     pub poll_ms: Option<u64>,
 }
@@ -38,8 +48,10 @@ pub struct Backends {
     pub table: Arc<dyn LeaseTable>,
     pub config: LeaseConfig,
     pub store: Arc<dyn ObjectStore>,
-    /// A one-line description, printed before the work.
+    /// A one-line description, printed before the work (not in JSON mode).
     pub description: String,
+    /// Warnings, printed to stderr in every mode.
+    pub warnings: Vec<String>,
     /// A directory to remove when done.
     pub scratch: Option<std::path::PathBuf>,
 }
@@ -56,35 +68,105 @@ fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 
+/// Whether `endpoint` is on this machine (127.0.0.0/8, ::1 or localhost), where creating
+/// a table costs nothing and touches no account.
+pub fn is_loopback(endpoint: &str) -> bool {
+    match url::Url::parse(endpoint)
+        .ok()
+        .and_then(|u| u.host().map(|h| h.to_owned()))
+    {
+        Some(url::Host::Ipv4(ip)) => ip.is_loopback(),
+        Some(url::Host::Ipv6(ip)) => ip.is_loopback(),
+        Some(url::Host::Domain(name)) => name.eq_ignore_ascii_case("localhost"),
+        None => false,
+    }
+}
+
 impl BackendArgs {
-    /// Whether DynamoDB is configured at all.
-    fn dynamodb_configured(&self) -> bool {
-        !self.embedded
-            && (self.dynamodb_endpoint.is_some()
-                || [
-                    "AWS_ENDPOINT_URL_DYNAMODB",
-                    "AWS_ENDPOINT_URL",
-                    "AWS_REGION",
-                    "AWS_DEFAULT_REGION",
-                ]
-                .iter()
-                .any(|v| env(v).is_some()))
-    }
-
-    /// The lease settings `--table` names.
-    pub fn lease_config(&self) -> Result<LeaseConfig, String> {
-        self.table.parse().map_err(|e| format!("--table: {e}"))
-    }
-
-    /// The lease (or lock) table `name` in DynamoDB, when DynamoDB is configured.
-    pub fn dynamo_table(&self, name: &str) -> Result<Option<DynamoLeaseTable>, String> {
-        if !self.dynamodb_configured() {
-            return Ok(None);
+    /// Why DynamoDB is to be used, if it is: an endpoint, `--dynamodb`, or the table
+    /// named by `table_named` (a flag or variable the user set). AWS_REGION alone is not a
+    /// request: it is set on many machines for other tools.
+    fn dynamodb_reason(&self, table_named: Option<&'static str>) -> Option<&'static str> {
+        if self.embedded {
+            return None;
         }
+        if self.dynamodb_endpoint.is_some() {
+            return Some("--dynamodb-endpoint");
+        }
+        for name in ["AWS_ENDPOINT_URL_DYNAMODB", "AWS_ENDPOINT_URL"] {
+            if env(name).is_some() {
+                return Some(name);
+            }
+        }
+        if self.dynamodb {
+            return Some("--dynamodb");
+        }
+        table_named
+    }
+
+    /// The flag or variable that names the lease table, if one does.
+    fn lease_table_named(&self) -> Option<&'static str> {
+        if self.table.is_some() {
+            Some("--table")
+        } else if env("DYNACOMMIT_LEASE_TABLE").is_some() {
+            Some("DYNACOMMIT_LEASE_TABLE")
+        } else {
+            None
+        }
+    }
+
+    /// The lease settings: flags, then the environment (`LeaseConfig::from_env`'s
+    /// variables), then the defaults. `embedded` picks the default poll interval.
+    pub fn lease_config(&self, embedded: bool) -> Result<LeaseConfig, Fail> {
+        self.lease_config_from(embedded, env).map_err(Fail::Usage)
+    }
+
+    fn lease_config_from(
+        &self,
+        embedded: bool,
+        lookup: impl Fn(&str) -> Option<String>,
+    ) -> Result<LeaseConfig, String> {
+        let mut config = LeaseConfig::from_lookup(&lookup).map_err(|e| {
+            format!("{e} (from the DYNACOMMIT_* variables: fix or unset the one named)")
+        })?;
+        if let Some(spec) = &self.table {
+            let named: LeaseConfig = spec.parse().map_err(|e| format!("--table: {e}"))?;
+            config.table = named.table;
+            if spec.contains(':') {
+                config.timeout = named.timeout;
+            }
+        }
+        if let Some(ms) = self.poll_ms {
+            config.poll_interval = std::time::Duration::from_millis(ms);
+        } else if embedded && lookup("DYNACOMMIT_POLL_INTERVAL_MS").is_none() {
+            config.poll_interval = std::time::Duration::from_millis(5);
+        }
+        config.validate().map_err(|e| {
+            format!("{e} (check --table, --poll-ms and the DYNACOMMIT_* variables)")
+        })?;
+        Ok(config)
+    }
+
+    /// The lease table's name (flags, then DYNACOMMIT_LEASE_TABLE, then the default).
+    pub fn lease_table_name(&self) -> Result<String, Fail> {
+        Ok(self.lease_config(false)?.table)
+    }
+
+    /// The lock table `name` in DynamoDB if DynamoDB was asked for (`explicit`: the user
+    /// named the table).
+    pub fn lock_table(&self, name: &str, explicit: bool) -> Result<Option<DynamoLeaseTable>, Fail> {
+        match self.dynamodb_reason(explicit.then_some("--lock-table")) {
+            Some(_) => self.open_dynamo(name).map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The client's settings come from flags and the environment: its errors are usage.
+    fn open_dynamo(&self, name: &str) -> Result<DynamoLeaseTable, Fail> {
         let mut builder = DynamoClientBuilder::from_env();
         // Explicit keys sign as before; otherwise AWS's standard credential chain.
         if (env("AWS_ACCESS_KEY_ID").is_none() || env("AWS_SECRET_ACCESS_KEY").is_none())
-            && let Some(chain) = credential_chain(std::env::vars())?
+            && let Some(chain) = credential_chain(std::env::vars()).map_err(Fail::Usage)?
         {
             builder = builder.with_credential_provider(chain);
         }
@@ -95,59 +177,118 @@ impl BackendArgs {
             // A local endpoint needs some region to sign for; AWS itself needs the real one.
             builder = builder.with_region("us-east-1");
         }
-        let client = builder.build().map_err(|e| e.to_string())?;
-        Ok(Some(DynamoLeaseTable::new(client, name)))
+        let client = builder.build().map_err(|e| Fail::Usage(e.to_string()))?;
+        Ok(DynamoLeaseTable::new(client, name))
     }
 
-    /// The table `name` in DynamoDB, for commands that have nothing to do without one.
-    pub fn require_dynamo_table(&self, name: &str) -> Result<DynamoLeaseTable, String> {
-        self.dynamo_table(name)?.ok_or_else(|| {
-            "no DynamoDB configured: set AWS_ENDPOINT_URL_DYNAMODB (or --dynamodb-endpoint) or \
-             AWS_REGION; the embedded default keeps no table beyond one process"
-                .to_owned()
-        })
+    /// The table `name` in DynamoDB, for commands that have nothing to do without one: the
+    /// command itself asks for DynamoDB, so AWS_REGION is enough here.
+    pub fn require_dynamo_table(&self, name: &str) -> Result<DynamoLeaseTable, Fail> {
+        let region = env("AWS_REGION").or_else(|| env("AWS_DEFAULT_REGION"));
+        if self.embedded
+            || (self.dynamodb_reason(self.lease_table_named()).is_none() && region.is_none())
+        {
+            return Err(Fail::Usage(
+                "no DynamoDB configured: set AWS_ENDPOINT_URL_DYNAMODB (or --dynamodb-endpoint) \
+                 or AWS_REGION; the embedded default keeps no table beyond one process"
+                    .to_owned(),
+            ));
+        }
+        self.open_dynamo(name)
+    }
+
+    /// Makes sure `table` exists before leases go into it: creates it on a loopback
+    /// endpoint or with --create-table; elsewhere (AWS) only checks, and says how to
+    /// create it when it is missing.
+    pub async fn prepare_table(&self, table: &DynamoLeaseTable) -> Result<(), Fail> {
+        let endpoint = table.client().endpoint().to_owned();
+        if self.create_table || is_loopback(&endpoint) {
+            table.ensure_table().await.map_err(|e| e.to_string())?;
+            return Ok(());
+        }
+        match table.client().describe_table(table.table_name()).await {
+            Ok(_) => Ok(()),
+            Err(e) if e.code() == Some("ResourceNotFoundException") => Err(Fail::Usage(format!(
+                "the table {name} does not exist in DynamoDB at {endpoint}, and dynacommit \
+                 creates tables outside loopback endpoints only when told to: run \
+                 `dynacommit table create --table {name}` once, or pass --create-table",
+                name = table.table_name()
+            ))),
+            Err(e) => Err(Fail::Failure(format!(
+                "cannot check the table {}: {e}",
+                table.table_name()
+            ))),
+        }
     }
 
     /// Resolves everything a command needs.
-    pub async fn resolve(&self) -> Result<Backends, String> {
-        let mut config = self.lease_config()?;
-        let (table, table_text, embedded_table): (Arc<dyn LeaseTable>, String, bool) =
-            match self.dynamo_table(&config.table)? {
-                Some(dynamo) => {
-                    let text = format!(
-                        "DynamoDB table {} at {}",
-                        dynamo.table_name(),
-                        dynamo.client().endpoint()
-                    );
-                    dynamo.ensure_table().await.map_err(|e| e.to_string())?;
-                    (Arc::new(dynamo), text, false)
-                }
-                None => (
-                    Arc::new(MemoryLeaseTable::new()),
-                    "the in-process lease table".into(),
-                    true,
-                ),
-            };
-        let (store, store_text, scratch) = open_store(self.store.as_deref())?;
-        config.poll_interval =
-            std::time::Duration::from_millis(self.poll_ms.unwrap_or(if embedded_table {
-                5
-            } else {
-                100
-            }));
-        config.validate().map_err(|e| e.to_string())?;
-        let description = if embedded_table && self.store.is_none() {
+    pub async fn resolve(&self) -> Result<Backends, Fail> {
+        let reason = self.dynamodb_reason(self.lease_table_named());
+        let config = self.lease_config(reason.is_none())?;
+        let timing = format!(
+            "lease timeout {} ms, skew x{}, poll {} ms",
+            config.timeout.as_millis(),
+            config.max_clock_skew_rate,
+            config.poll_interval.as_millis()
+        );
+        let mut warnings = Vec::new();
+        let (table, table_text): (Arc<dyn LeaseTable>, String) = match reason {
+            Some(reason) => {
+                let dynamo = self.open_dynamo(&config.table)?;
+                let text = format!(
+                    "DynamoDB table {} at {} (because of {reason}; {timing})",
+                    dynamo.table_name(),
+                    dynamo.client().endpoint()
+                );
+                self.prepare_table(&dynamo).await?;
+                (Arc::new(dynamo), text)
+            }
+            None => (
+                Arc::new(MemoryLeaseTable::new()),
+                format!("the in-process lease table ({timing})"),
+            ),
+        };
+        let (store, store_text, scratch) =
+            open_store(self.store.as_deref()).map_err(Fail::Usage)?;
+        let mut description = if reason.is_none() && self.store.is_none() {
             format!(
                 "embedded default: {table_text} and {store_text} (configure --store and DynamoDB to use real services)"
             )
         } else {
             format!("leases in {table_text}; objects in {store_text}")
         };
+        if reason.is_none()
+            && !self.embedded
+            && let Some(name) = ["AWS_REGION", "AWS_DEFAULT_REGION"]
+                .into_iter()
+                .find(|name| env(name).is_some())
+        {
+            description.push_str(&format!(
+                "\nnote: {name} is set, but no DynamoDB was asked for, so the leases stay \
+                 in this process; for DynamoDB pass --dynamodb (AWS's, in that region), \
+                 --table, or set AWS_ENDPOINT_URL_DYNAMODB"
+            ));
+        }
+        if reason.is_none()
+            && self
+                .store
+                .as_deref()
+                .is_some_and(|s| s.starts_with("s3://"))
+        {
+            warnings.push(format!(
+                "WARNING: --store {} is shared, but the leases are in this process only: other \
+                 processes writing it are NOT coordinated with this one and can overwrite its \
+                 commits. Put the leases in DynamoDB: set AWS_ENDPOINT_URL_DYNAMODB, or pass \
+                 --dynamodb or --table.",
+                self.store.as_deref().unwrap_or_default()
+            ));
+        }
         Ok(Backends {
             table,
             config,
             store,
             description,
+            warnings,
             scratch,
         })
     }
@@ -251,5 +392,91 @@ fn open_store(url: Option<&str>) -> Result<OpenedStore, String> {
             Ok((store, text, None))
         }
         other => Err(bad(&format!("unknown scheme {other:?}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+    use std::time::Duration;
+
+    #[derive(Parser)]
+    struct Flags {
+        #[command(flatten)]
+        backends: BackendArgs,
+    }
+
+    fn flags(args: &[&str]) -> BackendArgs {
+        Flags::parse_from(std::iter::once("dynacommit").chain(args.iter().copied())).backends
+    }
+
+    fn vars(pairs: &'static [(&str, &str)]) -> impl Fn(&str) -> Option<String> {
+        move |name| {
+            pairs
+                .iter()
+                .find(|(k, _)| *k == name)
+                .map(|(_, v)| (*v).to_owned())
+        }
+    }
+
+    #[test]
+    fn flags_then_environment_then_defaults() {
+        let env = vars(&[
+            ("DYNACOMMIT_LEASE_TABLE", "from_env:5000"),
+            ("DYNACOMMIT_LEASE_TIMEOUT_MS", "7000"),
+            ("DYNACOMMIT_POLL_INTERVAL_MS", "40"),
+        ]);
+        let config = flags(&[]).lease_config_from(true, &env).unwrap();
+        assert_eq!(config.table, "from_env");
+        assert_eq!(config.timeout, Duration::from_millis(7000));
+        assert_eq!(config.poll_interval, Duration::from_millis(40));
+
+        let config = flags(&["--table", "flagged"])
+            .lease_config_from(false, &env)
+            .unwrap();
+        assert_eq!(config.table, "flagged");
+        assert_eq!(
+            config.timeout,
+            Duration::from_millis(7000),
+            "no timeout in the flag"
+        );
+
+        let config = flags(&["--table", "flagged:9000", "--poll-ms", "3"])
+            .lease_config_from(false, &env)
+            .unwrap();
+        assert_eq!(config.timeout, Duration::from_millis(9000));
+        assert_eq!(config.poll_interval, Duration::from_millis(3));
+
+        let config = flags(&[]).lease_config_from(true, vars(&[])).unwrap();
+        assert_eq!(config.table, dynacommit::lease::DEFAULT_TABLE);
+        assert_eq!(config.timeout, Duration::from_secs(20));
+        assert_eq!(config.poll_interval, Duration::from_millis(5), "embedded");
+        let config = flags(&[]).lease_config_from(false, vars(&[])).unwrap();
+        assert_eq!(config.poll_interval, Duration::from_millis(100));
+
+        let bad = flags(&[])
+            .lease_config_from(false, vars(&[("DYNACOMMIT_MAX_CLOCK_SKEW_RATE", "x")]))
+            .unwrap_err();
+        assert!(bad.contains("DYNACOMMIT_MAX_CLOCK_SKEW_RATE"), "{bad}");
+    }
+
+    #[test]
+    fn only_this_machine_is_loopback() {
+        for local in [
+            "http://127.0.0.1:8000",
+            "http://localhost:8000",
+            "http://[::1]:8000/",
+        ] {
+            assert!(is_loopback(local), "{local}");
+        }
+        for remote in [
+            "https://dynamodb.eu-west-1.amazonaws.com",
+            "http://10.0.0.7:8000",
+            "http://localhost.example.com",
+            "not a url",
+        ] {
+            assert!(!is_loopback(remote), "{remote}");
+        }
     }
 }

@@ -15,6 +15,7 @@ use dynacommit::race::Percentiles;
 use object_store::path::Path;
 
 use crate::backends::BackendArgs;
+use crate::fail::Fail;
 use crate::report::{ms, print_table};
 
 #[derive(Debug, Args)]
@@ -53,10 +54,13 @@ impl Target for PlainPuts {
     }
 }
 
-pub async fn run(backends: &BackendArgs, args: BenchArgs, json: bool) -> Result<ExitCode, String> {
+pub async fn run(backends: &BackendArgs, args: BenchArgs, json: bool) -> Result<ExitCode, Fail> {
     let resolved = backends.resolve().await?;
     if !json {
         eprintln!("{}", resolved.description);
+    }
+    for warning in &resolved.warnings {
+        eprintln!("dynacommit: {warning}");
     }
     let n = args.ops as usize;
     let leases = LeaseManager::new(resolved.table.clone(), resolved.config.clone())

@@ -6,21 +6,31 @@ use clap::Subcommand;
 use dynacommit::lease::LeaseRecord;
 
 use crate::backends::BackendArgs;
+use crate::fail::Fail;
 
 #[derive(Debug, Subcommand)]
 pub enum LeaseCommand {
     /// List lease records whose path starts with PREFIX (all of them without one).
+    #[command(
+        after_help = "Example:\n  dynacommit lease list tbl/_delta_log/ --table lake_leases --json"
+    )]
     List {
         /// Path prefix.
         prefix: Option<String>,
     },
     /// Show every lease record of one path.
+    #[command(
+        after_help = "Example:\n  dynacommit lease show tbl/_delta_log/00000000000000000042.json"
+    )]
     Show {
         /// The object path.
         path: String,
     },
     /// Mark the lease records of a path released (at the next generation, never deleted),
     /// so the next writer need not wait for them to expire. Dangerous: see what it prints.
+    #[command(
+        after_help = "Example (explains and refuses; add --force once no writer is alive):\n  dynacommit lease break tbl/_delta_log/00000000000000000042.json"
+    )]
     Break {
         /// The object path.
         path: String,
@@ -90,8 +100,8 @@ pub async fn run(
     backends: &BackendArgs,
     command: LeaseCommand,
     as_json: bool,
-) -> Result<ExitCode, String> {
-    let table = backends.require_dynamo_table(&backends.lease_config()?.table)?;
+) -> Result<ExitCode, Fail> {
+    let table = backends.require_dynamo_table(&backends.lease_table_name()?)?;
     let records = match &command {
         LeaseCommand::List { prefix } => table.list(prefix.as_deref().unwrap_or("")).await,
         LeaseCommand::Show { path } | LeaseCommand::Break { path, .. } => {

@@ -9,13 +9,21 @@ use dynacommit::lease::{LeaseTable, MemoryLeaseTable};
 use dynacommit::lock::{DEFAULT_LOCK_TABLE, LockClient, default_lock_config};
 
 use crate::backends::BackendArgs;
+use crate::fail::Fail;
 use crate::report::print_table;
+use crate::signals::{INTERRUPTED, Interrupt};
 
 #[derive(Debug, Subcommand)]
 pub enum LockCommand {
-    /// Take the lock and hold it until Ctrl-C (releasing it) or until it is lost.
+    /// Take the lock and hold it until Ctrl-C or SIGTERM (releasing it) or until it is lost.
+    #[command(
+        after_help = "Example:\n  dynacommit lock hold cluster/leader 10.0.0.7:8200 --lock-table locks --lease-ms 10000"
+    )]
     Hold(HoldArgs),
     /// Show whether the lock is held, and the holder's value.
+    #[command(
+        after_help = "Example:\n  dynacommit lock show cluster/leader --lock-table locks --json"
+    )]
     Show {
         /// The lock's key.
         key: String,
@@ -26,9 +34,9 @@ pub enum LockCommand {
 
 #[derive(Debug, Args)]
 pub struct LockTableArgs {
-    /// The lock table in DynamoDB.
-    #[arg(long, default_value = DEFAULT_LOCK_TABLE)]
-    lock_table: String,
+    /// The lock table in DynamoDB (default dynacommit_locks). Naming it asks for DynamoDB.
+    #[arg(long)]
+    lock_table: Option<String>,
 }
 
 #[derive(Debug, Args)]
@@ -52,16 +60,21 @@ async fn client(
     table: &LockTableArgs,
     lease_ms: u64,
     renew_ms: Option<u64>,
-) -> Result<LockClient, String> {
+) -> Result<LockClient, Fail> {
     let mut config = default_lock_config().with_timeout(Duration::from_millis(lease_ms));
-    config.table = table.lock_table.clone();
+    config.table = table
+        .lock_table
+        .clone()
+        .unwrap_or_else(|| DEFAULT_LOCK_TABLE.to_owned());
     config.renew_interval = Some(Duration::from_millis(renew_ms.unwrap_or(lease_ms / 3)));
     if let Some(poll) = backends.poll_ms {
         config.poll_interval = Duration::from_millis(poll);
     }
-    let leases: Arc<dyn LeaseTable> = match backends.dynamo_table(&table.lock_table)? {
+    let leases: Arc<dyn LeaseTable> = match backends
+        .lock_table(&config.table, table.lock_table.is_some())?
+    {
         Some(locks) => {
-            locks.ensure_table().await.map_err(|e| e.to_string())?;
+            backends.prepare_table(&locks).await?;
             Arc::new(locks)
         }
         None => {
@@ -69,18 +82,22 @@ async fn client(
             Arc::new(MemoryLeaseTable::new())
         }
     };
-    LockClient::new(leases, config).map_err(|e| e.to_string())
+    LockClient::new(leases, config).map_err(|e| Fail::Usage(e.to_string()))
 }
 
 pub async fn run(
     backends: &BackendArgs,
     command: LockCommand,
     json: bool,
-) -> Result<ExitCode, String> {
+    interrupt: Interrupt,
+) -> Result<ExitCode, Fail> {
     match command {
         LockCommand::Show { key, table } => {
             let locks = client(backends, &table, 15_000, None).await?;
-            let state = locks.value(&key).await.map_err(|e| e.to_string())?;
+            let state = tokio::select! {
+                state = locks.value(&key) => state.map_err(|e| e.to_string())?,
+                () = interrupt.wait() => return Ok(ExitCode::from(INTERRUPTED)),
+            };
             if json {
                 println!(
                     "{}",
@@ -102,16 +119,14 @@ pub async fn run(
         LockCommand::Hold(args) => {
             let locks = client(backends, &args.table, args.lease_ms, args.renew_ms).await?;
             eprintln!("waiting for the lock on {} (Ctrl-C to give up)", args.key);
-            let interrupted = async {
-                let _ = tokio::signal::ctrl_c().await;
-            };
+            let interrupted = interrupt.wait();
             let Some(mut guard) = locks
                 .acquire_until(&args.key, &args.value, interrupted)
                 .await
                 .map_err(|e| e.to_string())?
             else {
                 println!("interrupted before acquiring {}", args.key);
-                return Ok(ExitCode::from(130));
+                return Ok(ExitCode::from(INTERRUPTED));
             };
             println!(
                 "acquired {} with fencing token {} (value {})",
@@ -124,7 +139,7 @@ pub async fn run(
                     println!("lost the lock on {}: {reason}", args.key);
                     Ok(ExitCode::FAILURE)
                 }
-                _ = tokio::signal::ctrl_c() => {
+                () = interrupt.wait() => {
                     guard.release().await.map_err(|e| e.to_string())?;
                     println!("released {}", args.key);
                     Ok(ExitCode::SUCCESS)

@@ -2,26 +2,54 @@
 
 mod backends;
 mod bench;
+mod fail;
 mod lease;
 mod lock;
 mod race;
 mod report;
+mod signals;
 mod table;
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// Exit codes, at the end of every command's help.
+const EXIT_CODES: &str = "Exit codes: 0 success; 1 failure (a service refused or was \
+unreachable, a race found a broken log, a held lock was lost); 2 usage or configuration \
+error (a bad flag, value or variable; a missing table outside loopback; lease break \
+without --force); 130 interrupted (Ctrl-C or SIGTERM; a second one exits at once).";
+
 /// Safe conditional writes on any object store, coordinated through DynamoDB leases.
 ///
 /// With no configuration every command runs on the embedded default: an in-process lease
 /// table and a local store. Point it at real services with --store and the usual AWS
 /// variables (AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL_S3, AWS_REGION, AWS_ACCESS_KEY_ID,
-/// AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN). Without keys, credentials come from AWS's
+/// AWS_SECRET_ACCESS_KEY, AWS_SESSION_TOKEN); `eval "$(scripts/services.sh env)"` sets them
+/// for the local test services. DynamoDB holds the leases only when asked for: an endpoint,
+/// --table (or DYNACOMMIT_LEASE_TABLE) or --dynamodb; AWS_REGION alone is not enough. Tables
+/// are created unasked only on loopback endpoints. Without keys, credentials come from AWS's
 /// standard chain: a web identity token file, ECS or container credentials, or the
 /// instance metadata service (AWS_EC2_METADATA_DISABLED=true turns that off).
 #[derive(Debug, Parser)]
-#[command(name = "dynacommit", version, about, long_about)]
+#[command(
+    name = "dynacommit",
+    version,
+    about,
+    long_about,
+    after_help = EXIT_CODES,
+    after_long_help = concat!(
+        "Examples:\n",
+        "  dynacommit race                                    # the embedded default\n",
+        "  eval \"$(scripts/services.sh env)\"                  # DynamoDB Local and s3rver\n",
+        "  dynacommit race --store s3://testbucket/lake       # leases in DynamoDB\n",
+        "  dynacommit lock hold cluster/leader 10.0.0.7:8200\n\n",
+        "Exit codes: 0 success; 1 failure (a service refused or was unreachable, a race found \
+         a broken log, a held lock was lost); 2 usage or configuration error (a bad flag, \
+         value or variable; a missing table outside loopback; lease break without --force); \
+         130 interrupted (Ctrl-C or SIGTERM; a second one exits at once).",
+    )
+)]
 struct Cli {
     #[command(flatten)]
     backends: backends::BackendArgs,
@@ -35,17 +63,40 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Race writers appending to a Delta-style log and check every version was won once.
+    #[command(after_help = concat!(
+        "Examples:\n",
+        "  dynacommit race --writers 16 --commits 20\n",
+        "  dynacommit race --store s3://testbucket/lake --table lake_leases --json\n\n",
+        "Exit codes: 0 every version won once; 1 the log is broken, or a service failed; \
+         2 usage or configuration error; 130 interrupted (the log is checked as far as it got)."
+    ))]
     Race(race::RaceArgs),
     /// Time the commit layer against the bare store it wraps.
+    #[command(after_help = concat!(
+        "Example:\n  dynacommit bench --ops 200 --json\n\n",
+        "Exit codes: 0 done; 1 a scenario or service failed; 2 usage or configuration error; \
+         130 interrupted."
+    ))]
     Bench(bench::BenchArgs),
     /// Create or describe the lease table in DynamoDB.
-    #[command(subcommand)]
+    #[command(subcommand, after_help = concat!(
+        "Example:\n  dynacommit table create --table lake_leases\n\n",
+        "Exit codes: 0 done; 1 DynamoDB failed; 2 usage or configuration error; 130 interrupted."
+    ))]
     Table(table::TableCommand),
     /// List, show or break lease records.
-    #[command(subcommand)]
+    #[command(subcommand, after_help = concat!(
+        "Example:\n  dynacommit lease list tbl/_delta_log/ --table lake_leases\n\n",
+        "Exit codes: 0 done; 1 DynamoDB failed; 2 usage or configuration error (and break \
+         without --force); 130 interrupted."
+    ))]
     Lease(lease::LeaseCommand),
     /// Hold a leader lock, or see who holds one.
-    #[command(subcommand)]
+    #[command(subcommand, after_help = concat!(
+        "Example:\n  dynacommit lock hold cluster/leader 10.0.0.7:8200\n\n",
+        "Exit codes: 0 released on Ctrl-C or SIGTERM (or shown); 1 the lock was lost, or \
+         DynamoDB failed; 2 usage or configuration error; 130 interrupted before acquiring."
+    ))]
     Lock(lock::LockCommand),
 }
 
@@ -59,24 +110,50 @@ fn main() -> ExitCode {
         Ok(runtime) => runtime.block_on(run(cli)),
         Err(error) => {
             eprintln!("dynacommit: error: cannot start the async runtime: {error}");
-            ExitCode::from(2)
+            ExitCode::FAILURE
         }
     }
 }
 
 async fn run(cli: Cli) -> ExitCode {
-    let outcome = match cli.command {
-        Command::Race(args) => race::run(&cli.backends, args, cli.json).await,
-        Command::Bench(args) => bench::run(&cli.backends, args, cli.json).await,
-        Command::Table(command) => table::run(&cli.backends, command, cli.json).await,
-        Command::Lease(command) => lease::run(&cli.backends, command, cli.json).await,
-        Command::Lock(command) => lock::run(&cli.backends, command, cli.json).await,
-    };
-    match outcome {
-        Ok(code) => code,
+    // Listen for Ctrl-C and SIGTERM before saying anything, so that whoever reads our first
+    // line can rely on an interrupt being handled.
+    let interrupt = match signals::install() {
+        Ok(interrupt) => interrupt,
         Err(error) => {
             eprintln!("dynacommit: error: {error}");
-            ExitCode::from(2)
+            return ExitCode::FAILURE;
+        }
+    };
+    let backends = &cli.backends;
+    let outcome = match cli.command {
+        Command::Race(args) => race::run(backends, args, cli.json, interrupt.clone()).await,
+        Command::Bench(args) => {
+            dropped_on_interrupt(bench::run(backends, args, cli.json), &interrupt).await
+        }
+        Command::Table(command) => {
+            dropped_on_interrupt(table::run(backends, command, cli.json), &interrupt).await
+        }
+        Command::Lease(command) => {
+            dropped_on_interrupt(lease::run(backends, command, cli.json), &interrupt).await
+        }
+        Command::Lock(command) => lock::run(backends, command, cli.json, interrupt.clone()).await,
+    };
+    outcome.unwrap_or_else(fail::Fail::report)
+}
+
+/// Runs `work` until the first interrupt, then drops it: for commands that hold no lease
+/// across an interrupt (dropping cancels their requests and removes scratch directories;
+/// `race` and `lock hold` stop in their own way, releasing what they hold).
+async fn dropped_on_interrupt(
+    work: impl Future<Output = Result<ExitCode, fail::Fail>>,
+    interrupt: &signals::Interrupt,
+) -> Result<ExitCode, fail::Fail> {
+    tokio::select! {
+        outcome = work => outcome,
+        () = interrupt.wait() => {
+            eprintln!("dynacommit: interrupted");
+            Ok(ExitCode::from(signals::INTERRUPTED))
         }
     }
 }

@@ -5,13 +5,16 @@ use std::process::ExitCode;
 use clap::Subcommand;
 
 use crate::backends::BackendArgs;
+use crate::fail::Fail;
 use crate::report::print_table;
 
 #[derive(Debug, Subcommand)]
 pub enum TableCommand {
     /// Create the lease table if missing (on-demand, TTL on `ttl`); check it if present.
+    #[command(after_help = "Example:\n  dynacommit table create --table lake_leases")]
     Create,
     /// Show the lease table's schema, status and TTL.
+    #[command(after_help = "Example:\n  dynacommit table describe --table lake_leases --json")]
     Describe,
 }
 
@@ -19,8 +22,8 @@ pub async fn run(
     backends: &BackendArgs,
     command: TableCommand,
     json: bool,
-) -> Result<ExitCode, String> {
-    let table = backends.require_dynamo_table(&backends.lease_config()?.table)?;
+) -> Result<ExitCode, Fail> {
+    let table = backends.require_dynamo_table(&backends.lease_table_name()?)?;
     let client = table.client();
     let (action, description) = match command {
         TableCommand::Create => {
