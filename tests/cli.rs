@@ -264,9 +264,26 @@ async fn lease_list_show_and_break_on_dynamodb_local() {
 
     let shown = dynacommit(&["lease", "show", "other/c.json", "--table", &table], &env);
     let shown = text(&shown.stdout);
+    // Who holds it, and whether it still renews: this process, written moments ago.
     assert!(
-        shown.contains("other/c.json") && shown.contains("held or expired"),
+        shown.contains("other/c.json")
+            && shown.contains("held, renewed 0 s ago")
+            && shown.contains(&format!(" pid {} since", std::process::id())),
         "{shown}"
+    );
+
+    // Capped listings read no further than needed, and say more remain.
+    let capped = dynacommit(
+        &["lease", "list", "--table", &table, "--limit", "2", "--json"],
+        &env,
+    );
+    assert!(capped.status.success(), "{}", text(&capped.stderr));
+    let capped_records: serde_json::Value = serde_json::from_slice(&capped.stdout).unwrap();
+    assert_eq!(capped_records.as_array().unwrap().len(), 2);
+    assert!(
+        text(&capped.stderr).contains("more records not shown"),
+        "{}",
+        text(&capped.stderr)
     );
 
     let refused = dynacommit(&["lease", "break", "logs/a.json", "--table", &table], &env);
@@ -301,6 +318,15 @@ async fn lease_list_show_and_break_on_dynamodb_local() {
     let broken = &records.as_array().unwrap()[0];
     assert_eq!(broken["released"], true, "{broken}");
     assert_eq!(broken["generation"], 1, "{broken}");
+
+    // A released record needs no break, and gets no warning.
+    let again = dynacommit(&["lease", "break", "logs/a.json", "--table", &table], &env);
+    assert!(again.status.success(), "{}", text(&again.stderr));
+    let said = text(&again.stdout);
+    assert!(
+        said.contains("released already") && !said.contains("two winners"),
+        "{said}"
+    );
 }
 
 /// `scripts/services.sh env`, as (name, value) pairs.

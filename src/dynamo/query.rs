@@ -211,6 +211,12 @@ impl DynamoClient {
         self.pages(request, None)
     }
 
+    /// Every page of a scan, in order, each fetched when the previous one is consumed, each
+    /// within a deadline of its own: stop reading to stop scanning.
+    pub fn scan_pages(&self, request: Scan) -> impl Stream<Item = Result<Page, DynamoError>> + '_ {
+        self.pages(request, None)
+    }
+
     /// Every item of a query, walking all pages, all within one
     /// [`call_deadline`](super::RetryConfig::call_deadline) (past it:
     /// [`DynamoError::DeadlineExceeded`] naming `query_all`).

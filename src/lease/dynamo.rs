@@ -91,6 +91,35 @@ impl DynamoLeaseTable {
         Ok(records)
     }
 
+    /// At most `max` lease records whose path starts with `prefix`, in the table's order,
+    /// reading no more pages than that needs; and whether more remain. For looking at a
+    /// large table without scanning all of it.
+    pub async fn list_at_most(
+        &self,
+        prefix: &str,
+        max: usize,
+    ) -> Result<(Vec<LeaseRecord>, bool), TableError> {
+        use futures::TryStreamExt;
+        let mut scan = Scan::new(&self.table);
+        if !prefix.is_empty() {
+            scan = scan
+                .filter("begins_with(#pk, :prefix)")
+                .name("#pk", "path")
+                .value(":prefix", prefix);
+        }
+        let mut pages = std::pin::pin!(self.client.scan_pages(scan));
+        let mut records = Vec::new();
+        while let Some(page) = pages.try_next().await? {
+            for item in &page.items {
+                if records.len() == max {
+                    return Ok((records, true));
+                }
+                records.push(from_item(item)?);
+            }
+        }
+        Ok((records, false))
+    }
+
     /// Every lease record of one path (one per expected ETag).
     pub async fn records_at(&self, path: &str) -> Result<Vec<LeaseRecord>, TableError> {
         let query = Query::new(&self.table, "#pk = :path")

@@ -17,6 +17,11 @@ pub enum LeaseCommand {
     List {
         /// Path prefix.
         prefix: Option<String>,
+        /// Show at most this many records (the table is read only as far as that needs).
+        /// Records expire by themselves: DynamoDB's TTL deletes each about an hour after its
+        /// last write (its `ttl`), lock records excepted.
+        #[arg(long, default_value_t = 1000)]
+        limit: usize,
     },
     /// Show every lease record of one path.
     #[command(
@@ -43,29 +48,70 @@ pub enum LeaseCommand {
     },
 }
 
-fn state(r: &LeaseRecord) -> &'static str {
-    if r.released {
-        "released"
-    } else {
-        "held or expired"
+/// The wall clock, in milliseconds since the epoch.
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis() as i64)
+}
+
+/// A duration in words a person reads at a glance.
+fn age(ms: i64) -> String {
+    let secs = ms.max(0) / 1000;
+    match secs {
+        0..=119 => format!("{secs} s"),
+        120..=7199 => format!("{} min", secs / 60),
+        _ => format!("{} h", secs / 3600),
     }
 }
 
-fn holder(r: &LeaseRecord) -> String {
-    r.owner
-        .clone()
-        .unwrap_or_else(|| "(object_store 0.12 writer)".into())
+/// What a record says about its holder, by the age of its last write against its own
+/// timeout (by this machine's wall clock, so only as good as the clocks agree).
+fn state(r: &LeaseRecord, now_ms: i64) -> String {
+    let Some(holder) = &r.holder else {
+        return if r.released {
+            "released".to_owned()
+        } else {
+            "held or expired (no timestamps: an object_store 0.12 writer)".to_owned()
+        };
+    };
+    let since_write = now_ms - holder.written_ms;
+    let timeout = r.timeout.as_millis() as i64;
+    if r.released {
+        format!("released {} ago", age(since_write))
+    } else if since_write <= timeout {
+        format!("held, renewed {} ago", age(since_write))
+    } else {
+        format!(
+            "expired: last written {} ago (lease {}): its holder is gone or cut off",
+            age(since_write),
+            age(timeout)
+        )
+    }
 }
 
-fn json(r: &LeaseRecord) -> serde_json::Value {
+fn holder(r: &LeaseRecord, now_ms: i64) -> String {
+    match (&r.holder, &r.owner) {
+        (Some(h), _) => format!("{} since {} ago", h.process, age(now_ms - h.since_ms)),
+        (None, Some(owner)) => owner.clone(),
+        (None, None) => "(object_store 0.12 writer)".into(),
+    }
+}
+
+fn json(r: &LeaseRecord, now_ms: i64) -> serde_json::Value {
     serde_json::json!({
         "path": r.path, "etag": r.etag, "generation": r.generation,
         "timeout_ms": r.timeout.as_millis() as u64, "ttl": r.ttl,
         "owner": r.owner, "value": r.value, "released": r.released,
+        "state": state(r, now_ms),
+        "holder": r.holder.as_ref().map(|h| serde_json::json!({
+            "process": h.process, "since_ms": h.since_ms, "written_ms": h.written_ms,
+        })),
     })
 }
 
 fn print_records(records: &[LeaseRecord]) {
+    let now = now_ms();
     let rows: Vec<[String; 6]> = records
         .iter()
         .map(|r| {
@@ -74,12 +120,12 @@ fn print_records(records: &[LeaseRecord]) {
                 r.etag.clone(),
                 r.generation.to_string(),
                 format!("{} ms", r.timeout.as_millis()),
-                state(r).to_owned(),
-                holder(r),
+                state(r, now),
+                holder(r, now),
             ]
         })
         .collect();
-    let header = ["PATH", "ETAG", "GEN", "TIMEOUT", "STATE", "OWNER"].map(str::to_owned);
+    let header = ["PATH", "ETAG", "GEN", "TIMEOUT", "STATE", "HOLDER"].map(str::to_owned);
     let mut widths = header.clone().map(|h| h.len());
     for row in &rows {
         for (w, cell) in widths.iter_mut().zip(row) {
@@ -102,8 +148,15 @@ pub async fn run(
     as_json: bool,
 ) -> Result<ExitCode, Fail> {
     let table = backends.require_dynamo_table(&backends.lease_table_name()?)?;
+    let mut more = false;
     let records = match &command {
-        LeaseCommand::List { prefix } => table.list(prefix.as_deref().unwrap_or("")).await,
+        LeaseCommand::List { prefix, limit } => table
+            .list_at_most(prefix.as_deref().unwrap_or(""), *limit)
+            .await
+            .map(|(records, beyond)| {
+                more = beyond;
+                records
+            }),
         LeaseCommand::Show { path } | LeaseCommand::Break { path, .. } => {
             table.records_at(path).await
         }
@@ -116,20 +169,35 @@ pub async fn run(
         _ => records,
     };
     let LeaseCommand::Break { path, force, .. } = command else {
+        let now = now_ms();
         if as_json {
             println!(
                 "{}",
-                serde_json::Value::Array(records.iter().map(json).collect())
+                serde_json::Value::Array(records.iter().map(|r| json(r, now)).collect())
             );
         } else if records.is_empty() {
             println!("no lease records");
         } else {
             print_records(&records);
         }
+        if more {
+            eprintln!(
+                "(more records not shown: narrow with a path prefix, or raise --limit; records \
+                 expire by themselves about an hour after their last write)"
+            );
+        }
         return Ok(ExitCode::SUCCESS);
     };
+    let (released, records): (Vec<LeaseRecord>, Vec<LeaseRecord>) =
+        records.into_iter().partition(|r| r.released);
+    for r in &released {
+        println!(
+            "{}#{} is released already: the next writer takes it at once",
+            r.path, r.etag
+        );
+    }
     if records.is_empty() {
-        println!("no lease records for {path}: nothing to break");
+        println!("no held lease records for {path}: nothing to break");
         return Ok(ExitCode::SUCCESS);
     }
     println!(
