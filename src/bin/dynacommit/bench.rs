@@ -85,33 +85,39 @@ pub async fn run(backends: &BackendArgs, args: BenchArgs, json: bool) -> Result<
     let recreate = bench::delete_then_recreate(&lanes("recreate")[..1], n.min(20)).await?;
     let copies = bench::copy_if_absent(&lanes("copy")[..1], n).await?;
 
-    let rows: Vec<(&str, Percentiles, Percentiles)> = vec![
-        ("create (bare: unconditional put)", creates[0], creates[1]),
-        ("put (passthrough)", puts[0], puts[1]),
-        ("get (passthrough)", gets[0], gets[1]),
-        ("list (passthrough)", lists[0], lists[1]),
+    // (JSON key, label, dynacommit, bare store)
+    let rows: Vec<(&str, &str, Percentiles, Percentiles)> = vec![
+        (
+            "create",
+            "create (bare: unconditional put)",
+            creates[0],
+            creates[1],
+        ),
+        ("put", "put (passthrough)", puts[0], puts[1]),
+        ("get", "get (passthrough)", gets[0], gets[1]),
+        ("list", "list (passthrough)", lists[0], lists[1]),
     ];
     let ratio =
         |a: &Percentiles, b: &Percentiles| a.p50.as_secs_f64() / b.p50.as_secs_f64().max(1e-9);
     if json {
         let mut value = serde_json::json!({});
-        for (name, ours, theirs) in &rows {
-            value[*name] = serde_json::json!({
+        for (key, _, ours, theirs) in &rows {
+            value[*key] = serde_json::json!({
                 "dynacommit_p50_ms": ours.p50.as_secs_f64() * 1e3,
                 "bare_p50_ms": theirs.p50.as_secs_f64() * 1e3,
                 "ratio": ratio(ours, theirs),
             });
         }
-        value["delete then re-create round p50 ms"] =
+        value["delete_then_recreate_round_p50_ms"] =
             serde_json::json!(recreate[0].p50.as_secs_f64() * 1e3);
-        value["copy-if-not-exists p50 ms"] = serde_json::json!(copies[0].p50.as_secs_f64() * 1e3);
+        value["copy_if_not_exists_p50_ms"] = serde_json::json!(copies[0].p50.as_secs_f64() * 1e3);
         println!("{value}");
     } else {
         let mut table: Vec<(&str, String)> = rows
             .iter()
-            .map(|(name, ours, theirs)| {
+            .map(|(_, label, ours, theirs)| {
                 (
-                    *name,
+                    *label,
                     format!(
                         "dynacommit {} / bare {} = {:.2}",
                         ms(ours.p50),

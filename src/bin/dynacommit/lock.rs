@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use clap::{Args, Subcommand};
-use dynacommit::lease::{LeaseTable, MemoryLeaseTable};
+use dynacommit::lease::{LeaseConfig, LeaseTable, MemoryLeaseTable};
 use dynacommit::lock::{DEFAULT_LOCK_TABLE, LockClient, default_lock_config};
 
 use crate::backends::BackendArgs;
@@ -93,7 +93,19 @@ pub async fn run(
 ) -> Result<ExitCode, Fail> {
     match command {
         LockCommand::Show { key, table } => {
-            let locks = client(backends, &table, 15_000, None).await?;
+            // An in-process table would only ever show an empty lock: refuse, as `lease`
+            // does, when no DynamoDB is configured.
+            let name = table
+                .lock_table
+                .clone()
+                .unwrap_or_else(|| DEFAULT_LOCK_TABLE.to_owned());
+            let dynamo = backends.require_dynamo_table(&name)?;
+            let config = LeaseConfig {
+                table: name,
+                ..default_lock_config()
+            };
+            let locks = LockClient::new(Arc::new(dynamo), config)
+                .map_err(|e| Fail::Usage(e.to_string()))?;
             let state = tokio::select! {
                 state = locks.value(&key) => state.map_err(|e| e.to_string())?,
                 () = interrupt.wait() => return Ok(ExitCode::from(INTERRUPTED)),

@@ -34,6 +34,11 @@ pub struct RaceArgs {
     /// be empty (the race checks every version from 0).
     #[arg(long)]
     log: Option<String>,
+    /// Race without dynacommit, as on a store that ignores conditional writes (s3rver,
+    /// some MinIO and Ceph versions): each create is a plain PUT that is told it won.
+    /// Shows what the leases prevent: expect lost commits and FAILED (exit 1).
+    #[arg(long)]
+    unprotected: bool,
 }
 
 /// How long, after the first interrupt, commits in flight get to finish before they are
@@ -71,8 +76,17 @@ pub async fn run(
     let store: Arc<dyn ObjectStore> = Arc::new(CommitStore::new(resolved.store.clone(), leases));
     let (abandon, abandoned_signal) = watch::channel(false);
     let abandoned = Arc::new(AtomicU64::new(0));
+    if args.unprotected && !json {
+        eprintln!(
+            "unprotected: no leases, and every create a plain PUT told it won (what a store that \
+             ignores If-None-Match does)"
+        );
+    }
     let writers: Vec<Arc<dyn LogWriter>> = (0..args.writers)
         .map(|_| {
+            if args.unprotected {
+                return Arc::new(Unprotected(resolved.store.clone())) as Arc<dyn LogWriter>;
+            }
             Arc::new(AbandonableWriter {
                 inner: StoreWriter(store.clone()),
                 reader: resolved.store.clone(),
@@ -273,6 +287,21 @@ impl LogWriter for AbandonableWriter {
                     .unwrap_or(false))
             }
         }
+    }
+}
+
+/// A writer on a store that ignores conditional writes: every create is a plain PUT, and
+/// the store says it won (s3rver answers `If-None-Match: *` with 200 and overwrites).
+struct Unprotected(Arc<dyn ObjectStore>);
+
+#[async_trait]
+impl LogWriter for Unprotected {
+    async fn create(&self, path: &Path, body: Bytes) -> Result<bool, String> {
+        self.0
+            .put(path, body.into())
+            .await
+            .map(|_| true)
+            .map_err(|e| e.to_string())
     }
 }
 

@@ -42,7 +42,19 @@ pub async fn run(
             client
                 .describe_table(table.table_name())
                 .await
-                .map_err(|e| e.to_string())?,
+                .map_err(|e| {
+                    if e.code() == Some("ResourceNotFoundException") {
+                        format!(
+                            "table {} does not exist at {}: create it with `dynacommit table \
+                             create --table {}`",
+                            table.table_name(),
+                            client.endpoint(),
+                            table.table_name()
+                        )
+                    } else {
+                        e.to_string()
+                    }
+                })?,
         ),
     };
     let ttl = client
