@@ -811,3 +811,34 @@ fn an_unprotected_race_shows_what_the_leases_prevent() {
     );
     assert!(protected.status.success(), "{}", text(&protected.stderr));
 }
+
+#[test]
+fn a_relative_file_store_is_resolved_and_said() {
+    let dir = tempfile::tempdir().unwrap();
+    let output = Command::new(env!("CARGO_BIN_EXE_dynacommit"))
+        .args([
+            "race",
+            "--store",
+            "file://rel/dir",
+            "--writers",
+            "1",
+            "--commits",
+            "1",
+        ])
+        .current_dir(dir.path())
+        .env_remove("AWS_ENDPOINT_URL_DYNAMODB")
+        .env_remove("AWS_ENDPOINT_URL")
+        .env_remove("DYNACOMMIT_LEASE_TABLE")
+        .output()
+        .unwrap();
+    assert!(output.status.success(), "{}", text(&output.stderr));
+    let resolved = std::fs::canonicalize(dir.path().join("rel/dir")).unwrap();
+    let said = text(&output.stderr);
+    assert!(
+        said.contains(&format!(
+            "{} (--store file://rel/dir resolved)",
+            resolved.display()
+        )),
+        "{said}"
+    );
+}

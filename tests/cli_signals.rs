@@ -211,8 +211,8 @@ async fn a_second_ctrl_c_exits_at_once() {
 #[tokio::test]
 async fn sigterm_releases_a_held_lock_and_the_next_holder_takes_it_at_once() {
     let table = common::unique_name("cli-sigterm");
-    let hold = |value: &str| {
-        let mut child = dynacommit(&[
+    let hold = |value: &str, json: bool| {
+        let mut args = vec![
             "lock",
             "hold",
             "leader",
@@ -221,14 +221,16 @@ async fn sigterm_releases_a_held_lock_and_the_next_holder_takes_it_at_once() {
             &table,
             "--lease-ms",
             "20000",
-        ])
-        .spawn()
-        .unwrap();
+        ];
+        if json {
+            args.push("--json");
+        }
+        let mut child = dynacommit(&args).spawn().unwrap();
         let stdout = lines(child.stdout.take().unwrap());
         let stderr = lines(child.stderr.take().unwrap());
         (child, stdout, stderr)
     };
-    let (mut first, first_out, first_err) = hold("first:1");
+    let (mut first, first_out, first_err) = hold("first:1", false);
     let (acquired, seen) = wait_for_line(&first_out, Duration::from_secs(30), |l| {
         l.starts_with("acquired leader")
     });
@@ -248,15 +250,20 @@ async fn sigterm_releases_a_held_lock_and_the_next_holder_takes_it_at_once() {
         .expect("the lock record is there");
     assert!(record.released, "SIGTERM left the lock held: {record:?}");
 
-    // Released, not left to expire: the next holder needs no 60 s (20 s x 3).
-    let (mut second, second_out, _second_err) = hold("second:2");
+    // Released, not left to expire: the next holder needs no 60 s (20 s x 3). It speaks
+    // JSON lines when asked.
+    let (mut second, second_out, _second_err) = hold("second:2", true);
     let (acquired, seen) = wait_for_line(&second_out, Duration::from_secs(5), |l| {
-        l.starts_with("acquired leader")
+        l.contains(r#""event":"acquired""#)
     });
     signal(&second, libc::SIGTERM);
     let _ = exit_within(&mut second, Duration::from_secs(10));
+    let acquired = acquired
+        .unwrap_or_else(|| panic!("the second holder did not acquire within 5 s: {seen:?}"));
+    let event: serde_json::Value = serde_json::from_str(&acquired).unwrap();
     assert!(
-        acquired.is_some(),
-        "the second holder did not acquire within 5 s: {seen:?}"
+        event["fencing_token"].as_u64().unwrap() > record.generation,
+        "{event} after {record:?}"
     );
+    assert!(drain(&second_out).contains(r#""event":"released""#));
 }

@@ -170,6 +170,11 @@ async fn explicit_keys_still_sign_and_no_chain_without_metadata_is_a_clear_error
     let output = describe_with(&nothing, &[]).await;
     assert!(!output.status.success());
     let stderr = String::from_utf8_lossy(&output.stderr);
-    assert!(stderr.contains("no credentials"), "{stderr}");
+    // In a CLI user's words: variables to set, not library methods.
+    assert!(
+        stderr.contains("no AWS credentials for DynamoDB: set AWS_ACCESS_KEY_ID")
+            && !stderr.contains("with_credential"),
+        "{stderr}"
+    );
     assert_eq!(nothing.requests(), 0);
 }

@@ -177,7 +177,19 @@ impl BackendArgs {
             // A local endpoint needs some region to sign for; AWS itself needs the real one.
             builder = builder.with_region("us-east-1");
         }
-        let client = builder.build().map_err(|e| Fail::Usage(e.to_string()))?;
+        let client = builder.build().map_err(|e| match e {
+            // The library's words name its own methods; a CLI user sets variables.
+            dynacommit::dynamo::DynamoError::Config(m) if m.starts_with("no credentials") => {
+                Fail::Usage(
+                    "no AWS credentials for DynamoDB: set AWS_ACCESS_KEY_ID and \
+                     AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary ones), or run \
+                     where AWS's credential chain finds some (AWS_WEB_IDENTITY_TOKEN_FILE with \
+                     AWS_ROLE_ARN, a container's credentials, instance metadata)"
+                        .to_owned(),
+                )
+            }
+            e => Fail::Usage(e.to_string()),
+        })?;
         Ok(DynamoLeaseTable::new(client, name))
     }
 
@@ -364,8 +376,20 @@ fn open_store(url: Option<&str>) -> Result<OpenedStore, String> {
         "file" => {
             std::fs::create_dir_all(rest)
                 .map_err(|e| bad(&format!("cannot create the directory ({e})")))?;
-            let store = LocalFileSystem::new_with_prefix(rest).map_err(|e| bad(&e.to_string()))?;
-            Ok((Arc::new(store), format!("a local store in {rest}"), None))
+            // file://relative/dir is not a URL a browser would take, but its meaning is
+            // plain: resolve it against the working directory, and say where it went.
+            let dir = std::fs::canonicalize(rest)
+                .map_err(|e| bad(&format!("cannot resolve the directory ({e})")))?;
+            let store = LocalFileSystem::new_with_prefix(&dir).map_err(|e| bad(&e.to_string()))?;
+            let text = if std::path::Path::new(rest).is_absolute() {
+                format!("a local store in {}", dir.display())
+            } else {
+                format!(
+                    "a local store in {} (--store {url} resolved)",
+                    dir.display()
+                )
+            };
+            Ok((Arc::new(store), text, None))
         }
         "s3" => {
             let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));

@@ -137,26 +137,50 @@ pub async fn run(
                 .await
                 .map_err(|e| e.to_string())?
             else {
-                println!("interrupted before acquiring {}", args.key);
+                say(
+                    json,
+                    serde_json::json!({"event": "interrupted", "key": args.key}),
+                    || format!("interrupted before acquiring {}", args.key),
+                );
                 return Ok(ExitCode::from(INTERRUPTED));
             };
-            println!(
-                "acquired {} with fencing token {} (value {})",
-                args.key,
-                guard.fencing_token(),
-                args.value
+            say(
+                json,
+                serde_json::json!({"event": "acquired", "key": args.key,
+                    "fencing_token": guard.fencing_token(), "value": args.value}),
+                || {
+                    format!(
+                        "acquired {} with fencing token {} (value {})",
+                        args.key,
+                        guard.fencing_token(),
+                        args.value
+                    )
+                },
             );
             tokio::select! {
                 reason = guard.lost() => {
-                    println!("lost the lock on {}: {reason}", args.key);
+                    say(json, serde_json::json!({"event": "lost", "key": args.key, "reason": reason}), || {
+                        format!("lost the lock on {}: {reason}", args.key)
+                    });
                     Ok(ExitCode::FAILURE)
                 }
                 () = interrupt.wait() => {
                     guard.release().await.map_err(|e| e.to_string())?;
-                    println!("released {}", args.key);
+                    say(json, serde_json::json!({"event": "released", "key": args.key}), || {
+                        format!("released {}", args.key)
+                    });
                     Ok(ExitCode::SUCCESS)
                 }
             }
         }
+    }
+}
+
+/// Prints one event: a JSON line with `--json`, else a sentence.
+fn say(json: bool, value: serde_json::Value, sentence: impl FnOnce() -> String) {
+    if json {
+        println!("{value}");
+    } else {
+        println!("{}", sentence());
     }
 }
