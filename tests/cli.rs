@@ -842,3 +842,33 @@ fn a_relative_file_store_is_resolved_and_said() {
         "{said}"
     );
 }
+
+#[test]
+fn flags_a_command_cannot_use_are_refused_not_ignored() {
+    for (args, flag) in [
+        (&["lease", "list", "--store", "memory://"][..], "--store"),
+        (&["lock", "show", "leader", "--table", "t"][..], "--table"),
+        (
+            &["table", "describe", "--store", "memory://"][..],
+            "--store",
+        ),
+    ] {
+        let output = dynacommit(args, &[]);
+        assert_eq!(output.status.code(), Some(2), "{args:?}");
+        let said = text(&output.stderr);
+        assert!(
+            said.contains(&format!("{flag} has no effect")),
+            "{args:?}: {said}"
+        );
+    }
+    let zero = dynacommit(&["race", "--poll-ms", "0"], &[]);
+    assert_eq!(zero.status.code(), Some(2));
+    assert!(
+        text(&zero.stderr).contains("--poll-ms 0"),
+        "{}",
+        text(&zero.stderr)
+    );
+    // Backend flags are grouped in the help.
+    let help = dynacommit(&["race", "--help"], &[]);
+    assert!(text(&help.stdout).contains("Where leases and objects live:"));
+}

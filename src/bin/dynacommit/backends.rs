@@ -18,28 +18,38 @@ use crate::fail::Fail;
 pub struct BackendArgs {
     /// The object store: s3://bucket[/prefix], file:///dir or memory://. Default: a fresh
     /// local directory.
-    #[arg(long, global = true, env = "DYNACOMMIT_STORE")]
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Where leases and objects live",
+        env = "DYNACOMMIT_STORE"
+    )]
     pub store: Option<String>,
     /// Lease table in DynamoDB, as TABLE or TABLE:TIMEOUT_MS (else DYNACOMMIT_LEASE_TABLE,
     /// else dynacommit_leases). Naming a table asks for DynamoDB.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "Where leases and objects live")]
     pub table: Option<String>,
     /// DynamoDB endpoint (else AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL, or AWS's own).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "Where leases and objects live")]
     pub dynamodb_endpoint: Option<String>,
     /// Use DynamoDB (AWS's own, in AWS_REGION, unless an endpoint is set) for the leases.
-    #[arg(long, global = true, conflicts_with = "embedded")]
+    #[arg(
+        long,
+        global = true,
+        help_heading = "Where leases and objects live",
+        conflicts_with = "embedded"
+    )]
     pub dynamodb: bool,
     /// Use the in-process lease table even where DynamoDB is configured.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "Where leases and objects live")]
     pub embedded: bool,
     /// Create the lease (or lock) table if it is missing, also outside loopback endpoints
     /// (dynacommit creates tables unasked only on 127.0.0.1 or localhost).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "Where leases and objects live")]
     pub create_table: bool,
     /// How often waiting writers poll, in milliseconds (else DYNACOMMIT_POLL_INTERVAL_MS,
     /// else 100; 5 on the embedded default, where a poll costs microseconds).
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "Where leases and objects live")]
     pub poll_ms: Option<u64>,
 }
 
@@ -140,6 +150,9 @@ impl BackendArgs {
             config.poll_interval = std::time::Duration::from_millis(ms);
         } else if embedded && lookup("DYNACOMMIT_POLL_INTERVAL_MS").is_none() {
             config.poll_interval = std::time::Duration::from_millis(5);
+        }
+        if self.poll_ms == Some(0) {
+            return Err("--poll-ms 0: the poll interval must be above zero".into());
         }
         config.validate().map_err(|e| {
             format!("{e} (check --table, --poll-ms and the DYNACOMMIT_* variables)")

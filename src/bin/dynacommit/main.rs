@@ -126,6 +126,9 @@ async fn run(cli: Cli) -> ExitCode {
         }
     };
     let backends = &cli.backends;
+    if let Err(refused) = refuse_inert_flags(&cli.command, std::env::args()) {
+        return refused.report();
+    }
     let outcome = match cli.command {
         Command::Race(args) => race::run(backends, args, cli.json, interrupt.clone()).await,
         Command::Bench(args) => {
@@ -140,6 +143,36 @@ async fn run(cli: Cli) -> ExitCode {
         Command::Lock(command) => lock::run(backends, command, cli.json, interrupt.clone()).await,
     };
     outcome.unwrap_or_else(fail::Fail::report)
+}
+
+/// Refuses a global flag given on the command line to a command that has no use for it,
+/// instead of ignoring it silently (clap shows global flags under every command).
+fn refuse_inert_flags(
+    command: &Command,
+    args: impl Iterator<Item = String>,
+) -> Result<(), fail::Fail> {
+    let given: Vec<String> = args
+        .map(|a| a.split('=').next().unwrap_or_default().to_owned())
+        .collect();
+    let has = |flag: &str| given.iter().any(|a| a == flag);
+    let (name, inert): (&str, &[(&str, &str)]) = match command {
+        Command::Table(_) => ("table", &[("--store", "it works on the lease table only")]),
+        Command::Lease(_) => ("lease", &[("--store", "it reads the lease table only")]),
+        Command::Lock(_) => (
+            "lock",
+            &[
+                ("--store", "locks keep no objects"),
+                ("--table", "name the lock table with --lock-table"),
+            ],
+        ),
+        Command::Race(_) | Command::Bench(_) => return Ok(()),
+    };
+    match inert.iter().find(|(flag, _)| has(flag)) {
+        Some((flag, why)) => Err(fail::Fail::Usage(format!(
+            "{flag} has no effect on `dynacommit {name}`: {why}"
+        ))),
+        None => Ok(()),
+    }
 }
 
 /// Runs `work` until the first interrupt, then drops it: for commands that hold no lease
