@@ -70,19 +70,23 @@ impl DynamoLeaseTable {
             .await
     }
 
+    /// A scan of the records whose path starts with `prefix` (all of them if empty).
+    fn scan_from(&self, prefix: &str) -> Scan {
+        let scan = Scan::new(&self.table);
+        if prefix.is_empty() {
+            return scan;
+        }
+        scan.filter("begins_with(#pk, :prefix)")
+            .name("#pk", "path")
+            .value(":prefix", prefix)
+    }
+
     /// Every lease record whose path starts with `prefix` (a full table scan: for
     /// inspection, not for the protocol).
     pub async fn list(&self, prefix: &str) -> Result<Vec<LeaseRecord>, TableError> {
-        let mut scan = Scan::new(&self.table);
-        if !prefix.is_empty() {
-            scan = scan
-                .filter("begins_with(#pk, :prefix)")
-                .name("#pk", "path")
-                .value(":prefix", prefix);
-        }
         let mut records = self
             .client
-            .scan_all(scan)
+            .scan_all(self.scan_from(prefix))
             .await?
             .iter()
             .map(from_item)
@@ -100,14 +104,7 @@ impl DynamoLeaseTable {
         max: usize,
     ) -> Result<(Vec<LeaseRecord>, bool), TableError> {
         use futures::TryStreamExt;
-        let mut scan = Scan::new(&self.table);
-        if !prefix.is_empty() {
-            scan = scan
-                .filter("begins_with(#pk, :prefix)")
-                .name("#pk", "path")
-                .value(":prefix", prefix);
-        }
-        let mut pages = std::pin::pin!(self.client.scan_pages(scan));
+        let mut pages = std::pin::pin!(self.client.scan_pages(self.scan_from(prefix)));
         let mut records = Vec::new();
         while let Some(page) = pages.try_next().await? {
             for item in &page.items {

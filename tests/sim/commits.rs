@@ -6,7 +6,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use dynacommit::CommitStore;
-use dynacommit::lease::{LeaseManager, PlantedBug};
+use dynacommit::lease::PlantedBug;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, UpdateVersion};
 use tokio::time::Instant;
@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use super::clock::NodeClock;
 use super::store::{Applied, SimStore, StoreLink};
 use super::table::{NodeTable, SimTable};
-use super::world::{RUN_FOR, T, World, lease_config};
+use super::world::{RUN_FOR, T, World, node_leases};
 
 const NODES: usize = 4;
 const PATHS: u64 = 3;
@@ -51,13 +51,10 @@ fn node_process(
     store: &Arc<SimStore>,
     planted: &[PlantedBug],
 ) -> CommitStore {
-    let mut leases = LeaseManager::new(link.clone(), lease_config())
-        .expect("valid settings")
-        .with_clock(clock.clone());
-    for bug in planted {
-        leases = leases.with_planted_bug(*bug);
-    }
-    CommitStore::new(Arc::new(StoreLink(store.clone())), leases)
+    CommitStore::new(
+        Arc::new(StoreLink(store.clone())),
+        node_leases(link, clock, planted),
+    )
 }
 
 async fn node(

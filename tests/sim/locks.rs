@@ -5,13 +5,13 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use dynacommit::lease::{LeaseManager, LeaseRecord, PlantedBug};
+use dynacommit::lease::{LeaseRecord, PlantedBug};
 use dynacommit::lock::LockClient;
 use tokio::time::Instant;
 
 use super::clock::NodeClock;
 use super::table::{NodeTable, SimTable};
-use super::world::{RUN_FOR, T, World, lease_config};
+use super::world::{RUN_FOR, T, World, node_leases};
 
 const NODES: usize = 4;
 const KEY: &str = "cluster/leader";
@@ -31,13 +31,7 @@ struct Ledger {
 }
 
 fn node_locks(link: &Arc<NodeTable>, clock: &Arc<NodeClock>, planted: &[PlantedBug]) -> LockClient {
-    let mut leases = LeaseManager::new(link.clone(), lease_config())
-        .expect("valid settings")
-        .with_clock(clock.clone());
-    for bug in planted {
-        leases = leases.with_planted_bug(*bug);
-    }
-    LockClient::with_leases(leases)
+    LockClient::with_leases(node_leases(link, clock, planted))
 }
 
 async fn node(

@@ -164,3 +164,18 @@ impl World {
         self.violations.lock().unwrap().clone()
     }
 }
+
+/// A fresh node process's lease manager: the shared settings, the node's link and clock,
+/// and the bugs a test plants.
+pub fn node_leases(
+    link: &std::sync::Arc<super::table::NodeTable>,
+    clock: &std::sync::Arc<super::clock::NodeClock>,
+    planted: &[dynacommit::lease::PlantedBug],
+) -> dynacommit::lease::LeaseManager {
+    let leases = dynacommit::lease::LeaseManager::new(link.clone(), lease_config())
+        .expect("valid settings")
+        .with_clock(clock.clone());
+    planted
+        .iter()
+        .fold(leases, |leases, bug| leases.with_planted_bug(*bug))
+}
