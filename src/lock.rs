@@ -273,7 +273,8 @@ impl LockGuard {
         self.lost.borrow().is_some()
     }
 
-    /// Completes when the lock is lost (renewal not confirmed by the local deadline,
+    /// Completes when the lock is lost (renewal not confirmed by the lease's usable time,
+    /// a tenth of the lease before its local deadline,
     /// another holder took it, the record was deleted), with the reason. Never completes
     /// while the lock is held; completes at once if already lost or released.
     pub async fn lost(&self) -> String {
