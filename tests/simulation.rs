@@ -10,7 +10,8 @@
 //!
 //! A failing seed prints itself; replay it alone with `DYNACOMMIT_SIM_SEED=N`. Set
 //! `DYNACOMMIT_SIM_SEEDS=N` for another number of seeds (the soak test runs 1,000,000:
-//! `cargo nextest run --features planted-bugs --test simulation --run-ignored all soak`).
+//! `cargo test --release --features planted-bugs --test simulation -- --ignored soak`, which
+//! has no per-test time limit; nextest would stop it after five minutes).
 //! Each planted-bug test takes one fix out and shows the simulator catching it.
 
 mod sim;
