@@ -117,7 +117,7 @@ impl LockClient {
     /// future (or use [`acquire_until`](Self::acquire_until)).
     pub async fn acquire(&self, key: &str, value: &str) -> Result<LockGuard, LockError> {
         loop {
-            let mut lease = self
+            let lease = self
                 .leases
                 .acquire_with_value(key, LOCK_ETAG, value, || async { Ok::<(), Never>(()) })
                 .await
@@ -125,20 +125,27 @@ impl LockClient {
                     AcquireError::Lease(e) => e,
                     AcquireError::Check(never) => match never {},
                 })?;
-            // A guard is handed out only with a lease fresh enough to lead on: one won
-            // through a slow or lost answer is renewed first, and if someone took it
-            // meanwhile, we wait our turn again.
-            match self.leases.refresh(&mut lease).await {
-                Ok(()) => return Ok(LockGuard::start(self.leases.clone(), lease)),
-                Err(LeaseError::Lost { reason, .. }) => {
-                    tracing::debug!(key, %reason, "lock lost before it could be used; waiting again");
-                    // The record may be ours still (a renewal answered too late): let it go,
-                    // or we would wait behind ourselves. Conditional: a no-op if it is not.
-                    self.leases.release_quietly(lease).await;
-                }
-                Err(e) => {
-                    self.leases.release_quietly(lease).await;
-                    return Err(e.into());
+            // If someone took it before it could be used, we wait our turn again.
+            if let Some(guard) = self.guard_if_fresh(lease).await? {
+                return Ok(guard);
+            }
+        }
+    }
+
+    /// A guard for `lease`, handed out only with a lease fresh enough to lead on: one won
+    /// through a slow or lost answer is renewed first. `Ok(None)` if it was lost meanwhile.
+    /// A lease that cannot be used is let go (the record may be ours still, say a renewal
+    /// answered too late, and we would otherwise wait behind ourselves); the release is
+    /// conditional, a no-op if the record is not ours.
+    async fn guard_if_fresh(&self, mut lease: Lease) -> Result<Option<LockGuard>, LeaseError> {
+        match self.leases.refresh(&mut lease).await {
+            Ok(()) => Ok(Some(LockGuard::start(self.leases.clone(), lease))),
+            Err(e) => {
+                tracing::debug!(key = %lease.path(), error = %e, "lock not usable once won");
+                self.leases.release_quietly(lease).await;
+                match e {
+                    LeaseError::Lost { .. } => Ok(None),
+                    e => Err(e),
                 }
             }
         }
@@ -166,20 +173,10 @@ impl LockClient {
         key: &str,
         value: &str,
     ) -> Result<Option<LockGuard>, LockError> {
-        let Some(mut lease) = self.leases.try_acquire(key, LOCK_ETAG, Some(value)).await? else {
+        let Some(lease) = self.leases.try_acquire(key, LOCK_ETAG, Some(value)).await? else {
             return Ok(None);
         };
-        match self.leases.refresh(&mut lease).await {
-            Ok(()) => Ok(Some(LockGuard::start(self.leases.clone(), lease))),
-            Err(e) => {
-                // Conditional: releases the record only if it is still ours.
-                self.leases.release_quietly(lease).await;
-                match e {
-                    LeaseError::Lost { .. } => Ok(None),
-                    e => Err(e.into()),
-                }
-            }
-        }
+        Ok(self.guard_if_fresh(lease).await?)
     }
 
     /// Who holds the lock on `key`, as far as the table says.

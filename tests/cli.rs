@@ -31,6 +31,15 @@ fn dynacommit(args: &[&str], env: &[(&str, &str)]) -> Output {
     command.output().unwrap()
 }
 
+/// The variables that point the CLI at DynamoDB Local at `url`, and nothing else.
+fn local_dynamodb(url: &str) -> [(&'static str, &str); 3] {
+    [
+        ("AWS_ENDPOINT_URL_DYNAMODB", url),
+        ("AWS_ACCESS_KEY_ID", "dynacommit"),
+        ("AWS_SECRET_ACCESS_KEY", "dynacommitsecret"),
+    ]
+}
+
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -221,11 +230,7 @@ async fn lease_list_show_and_break_on_dynamodb_local() {
     common::dynamodb().await;
     let table = common::unique_name("cli-lease");
     let dynamodb = common::dynamodb_url();
-    let env = [
-        ("AWS_ENDPOINT_URL_DYNAMODB", dynamodb.as_str()),
-        ("AWS_ACCESS_KEY_ID", "dynacommit"),
-        ("AWS_SECRET_ACCESS_KEY", "dynacommitsecret"),
-    ];
+    let env = local_dynamodb(&dynamodb);
     // Leave a lease behind: hold a lock record in the lease table, then kill nothing;
     // a lease record written by the library is as good as any.
     let leases = dynacommit::lease::DynamoLeaseTable::new(common::dynamodb().await, &table);
@@ -600,11 +605,7 @@ async fn lease_settings_come_from_flags_then_the_environment_then_defaults() {
     common::dynamodb().await;
     let table = common::unique_name("cli-config");
     let dynamodb = common::dynamodb_url();
-    let base = [
-        ("AWS_ENDPOINT_URL_DYNAMODB", dynamodb.as_str()),
-        ("AWS_ACCESS_KEY_ID", "dynacommit"),
-        ("AWS_SECRET_ACCESS_KEY", "dynacommitsecret"),
-    ];
+    let base = local_dynamodb(&dynamodb);
     let with_timeout = |ms: &'static str| {
         let mut env = base.to_vec();
         env.push(("DYNACOMMIT_LEASE_TIMEOUT_MS", ms));
@@ -735,7 +736,7 @@ fn help_shows_examples_and_exit_codes_and_usage_differs_from_failure() {
 async fn errors_say_what_was_wrong_and_what_to_do() {
     common::dynamodb().await;
     let dynamodb = common::dynamodb_url();
-    let s3rver = std::env::var("DYNACOMMIT_TEST_S3RVER").unwrap_or("http://127.0.0.1:4568".into());
+    let s3rver = common::s3::S3Server::S3rver.url();
     let env = [
         ("AWS_ENDPOINT_URL_DYNAMODB", dynamodb.as_str()),
         ("AWS_ENDPOINT_URL_S3", s3rver.as_str()),

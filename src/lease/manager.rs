@@ -378,11 +378,11 @@ impl LeaseManager {
 
     /// The record `lease` is stored as at `generation`.
     fn record(&self, lease: &Lease, generation: u64, released: bool) -> LeaseRecord {
+        let now = self.clock.unix_time();
         let ttl = (!self.fencing).then(|| {
-            let expires = self.clock.unix_time().saturating_add(self.config.ttl);
-            i64::try_from(expires.as_secs()).unwrap_or(i64::MAX)
+            i64::try_from(now.saturating_add(self.config.ttl).as_secs()).unwrap_or(i64::MAX)
         });
-        let now_ms = self.wall_ms();
+        let now_ms = i64::try_from(now.as_millis()).unwrap_or(i64::MAX);
         LeaseRecord {
             path: lease.path.clone(),
             etag: lease.etag.clone(),

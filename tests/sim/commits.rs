@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use super::clock::NodeClock;
 use super::store::{Applied, SimStore, StoreLink};
 use super::table::{NodeTable, SimTable};
-use super::world::{RUN_FOR, T, World, node_leases};
+use super::world::{RUN_FOR, World, node_leases};
 
 const NODES: usize = 4;
 const PATHS: u64 = 3;
@@ -66,18 +66,13 @@ async fn node(
     planted: Vec<PlantedBug>,
 ) {
     let until = world.origin + RUN_FOR;
-    let rate = world.pick(800..1251);
-    let offset = world.pick(0..401) as i64 - 200;
-    let clock = Arc::new(NodeClock::new(world.origin, rate, 1000, offset));
+    let clock = world.node_clock();
     let link = NodeTable::new(world.clone(), table, id);
     let reader = StoreLink(store.clone());
     let mut process = node_process(&link, &clock, &store, &planted);
     let mut seq = 0;
     while Instant::now() < until {
-        tokio::time::sleep(world.profile.think(&world)).await;
-        if world.chance(world.profile.table_outage) {
-            link.outage(T / 2 + world.upto(T * 3 / 2));
-        }
+        world.between_operations(&link).await;
         let path = Path::from(format!("log/{}", world.pick(0..PATHS)));
         seq += 1;
         let payload = format!("node{id}-op{seq}");
@@ -102,17 +97,7 @@ async fn node(
             },
         );
         let put = process.put_opts(&path, payload.clone().into(), mode.into());
-        let outcome = if world.chance(world.profile.crash) {
-            let crash_after = world.upto(T * 3);
-            tokio::select! {
-                biased;
-                outcome = put => Some(outcome),
-                () = tokio::time::sleep(crash_after) => None,
-            }
-        } else {
-            Some(put.await)
-        };
-        match outcome {
+        match world.unless_crashed(put).await {
             Some(Ok(_)) => {
                 if let Some(op) = registry.lock().unwrap().get_mut(&payload) {
                     op.acknowledged = true;

@@ -42,30 +42,18 @@ async fn node(
     planted: Vec<PlantedBug>,
 ) {
     let until = world.origin + RUN_FOR;
-    let rate = world.pick(800..1251);
-    let offset = world.pick(0..401) as i64 - 200;
-    let clock = Arc::new(NodeClock::new(world.origin, rate, 1000, offset));
+    let clock = world.node_clock();
     let link = NodeTable::new(world.clone(), table, id);
     let mut locks = node_locks(&link, &clock, &planted);
     while Instant::now() < until {
-        tokio::time::sleep(world.profile.think(&world)).await;
-        if world.chance(world.profile.table_outage) {
-            link.outage(T / 2 + world.upto(T * 3 / 2));
-        }
+        world.between_operations(&link).await;
         let value = format!("node-{id}");
-        let acquire = locks.acquire(KEY, &value);
-        let acquired = if world.chance(world.profile.crash) {
-            let crash_after = world.upto(T * 3);
-            tokio::select! {
-                biased;
-                guard = acquire => guard.ok(),
-                () = tokio::time::sleep(crash_after) => {
-                    locks = node_locks(&link, &clock, &planted);
-                    None
-                }
+        let acquired = match world.unless_crashed(locks.acquire(KEY, &value)).await {
+            Some(guard) => guard.ok(),
+            None => {
+                locks = node_locks(&link, &clock, &planted);
+                None
             }
-        } else {
-            acquire.await.ok()
         };
         let Some(mut guard) = acquired else { continue };
         let token = guard.fencing_token();

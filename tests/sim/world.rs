@@ -160,6 +160,42 @@ impl World {
             .push(format!("at {at:?}: {what}"));
     }
 
+    /// A node's clock: its monotonic time at a rate of 0.8 to 1.25, its wall clock off by
+    /// up to 0.2 s.
+    pub fn node_clock(&self) -> Arc<super::clock::NodeClock> {
+        let rate = self.pick(800..1251);
+        let offset = self.pick(0..401) as i64 - 200;
+        Arc::new(super::clock::NodeClock::new(
+            self.origin,
+            rate,
+            1000,
+            offset,
+        ))
+    }
+
+    /// The pause before a node's next operation, and perhaps an outage of its table link
+    /// starting then.
+    pub async fn between_operations(&self, link: &super::table::NodeTable) {
+        tokio::time::sleep(self.profile.think(self)).await;
+        if self.chance(self.profile.table_outage) {
+            link.outage(T / 2 + self.upto(T * 3 / 2));
+        }
+    }
+
+    /// `op`'s output, or `None` if the node crashes first (with the profile's chance, at a
+    /// random moment within three leases): dropping `op` at an await point is the crash.
+    pub async fn unless_crashed<O>(&self, op: impl std::future::Future<Output = O>) -> Option<O> {
+        if !self.chance(self.profile.crash) {
+            return Some(op.await);
+        }
+        let crash_after = self.upto(T * 3);
+        tokio::select! {
+            biased;
+            out = op => Some(out),
+            () = tokio::time::sleep(crash_after) => None,
+        }
+    }
+
     pub fn violations(&self) -> Vec<String> {
         self.violations.lock().unwrap().clone()
     }

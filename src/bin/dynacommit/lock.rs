@@ -55,6 +55,15 @@ pub struct HoldArgs {
     renew_ms: Option<u64>,
 }
 
+impl LockTableArgs {
+    /// The lock table: the flag's, else the default.
+    fn name(&self) -> String {
+        self.lock_table
+            .clone()
+            .unwrap_or_else(|| DEFAULT_LOCK_TABLE.to_owned())
+    }
+}
+
 async fn client(
     backends: &BackendArgs,
     table: &LockTableArgs,
@@ -62,10 +71,7 @@ async fn client(
     renew_ms: Option<u64>,
 ) -> Result<LockClient, Fail> {
     let mut config = default_lock_config().with_timeout(Duration::from_millis(lease_ms));
-    config.table = table
-        .lock_table
-        .clone()
-        .unwrap_or_else(|| DEFAULT_LOCK_TABLE.to_owned());
+    config.table = table.name();
     config.renew_interval = Some(Duration::from_millis(renew_ms.unwrap_or(lease_ms / 3)));
     if let Some(poll) = backends.poll_ms {
         config.poll_interval = Duration::from_millis(poll);
@@ -95,10 +101,7 @@ pub async fn run(
         LockCommand::Show { key, table } => {
             // An in-process table would only ever show an empty lock: refuse, as `lease`
             // does, when no DynamoDB is configured.
-            let name = table
-                .lock_table
-                .clone()
-                .unwrap_or_else(|| DEFAULT_LOCK_TABLE.to_owned());
+            let name = table.name();
             let dynamo = backends.require_dynamo_table(&name)?;
             let config = LeaseConfig {
                 table: name,
