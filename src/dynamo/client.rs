@@ -35,6 +35,11 @@ use super::signing::signed_headers;
 /// println!("{} is {}", table.name, table.status);
 /// # Ok(()) }
 /// ```
+///
+/// The same client reads DynamoDB Streams ([`list_streams`](Self::list_streams),
+/// [`get_records`](Self::get_records), ...): those calls go to
+/// [`streams_endpoint`](Self::streams_endpoint), signed with the same credentials and
+/// retried and bounded the same way; every other call goes to [`endpoint`](Self::endpoint).
 #[derive(Clone)]
 pub struct DynamoClient {
     inner: Arc<Inner>,
@@ -44,6 +49,8 @@ struct Inner {
     http: reqwest::Client,
     /// The URL requests are POSTed to (the endpoint with path `/`).
     url: String,
+    /// The URL DynamoDB Streams requests are POSTed to: on AWS another host than `url`.
+    streams_url: String,
     region: String,
     credentials: AwsCredentialProvider,
     retry: RetryConfig,
@@ -53,6 +60,7 @@ impl std::fmt::Debug for DynamoClient {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DynamoClient")
             .field("endpoint", &self.inner.url)
+            .field("streams_endpoint", &self.inner.streams_url)
             .field("region", &self.inner.region)
             .field("credentials", &"<redacted>")
             .field("retry", &self.inner.retry)
@@ -60,8 +68,56 @@ impl std::fmt::Debug for DynamoClient {
     }
 }
 
-/// The version prefix of every DynamoDB operation's `X-Amz-Target`.
-const TARGET_PREFIX: &str = "DynamoDB_20120810.";
+/// The operations of the DynamoDB Streams API. Every other operation is DynamoDB's own.
+const STREAMS_OPERATIONS: &[&str] = &[
+    "ListStreams",
+    "DescribeStream",
+    "GetShardIterator",
+    "GetRecords",
+];
+
+/// Which of the two JSON APIs an operation belongs to. They share the signing (service
+/// name `dynamodb` for both) and this client's one send path, retries and deadlines; they
+/// differ in the `X-Amz-Target` prefix and, on AWS, in the host.
+///
+/// The operation's name picks it, so that no call site can send an operation to the wrong
+/// API: the two sets of names do not overlap.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Api {
+    /// DynamoDB itself: tables, items, queries, transactions.
+    DynamoDb,
+    /// DynamoDB Streams: reading a table's change log.
+    Streams,
+}
+
+impl Api {
+    /// The API operation `op` belongs to.
+    pub(crate) fn of(op: &str) -> Self {
+        if STREAMS_OPERATIONS.contains(&op) {
+            Self::Streams
+        } else {
+            Self::DynamoDb
+        }
+    }
+
+    /// The version prefix of the API's `X-Amz-Target` values.
+    fn target_prefix(self) -> &'static str {
+        match self {
+            Self::DynamoDb => "DynamoDB_20120810.",
+            Self::Streams => "DynamoDBStreams_20120810.",
+        }
+    }
+}
+
+impl Inner {
+    /// Where requests of `api` are POSTed.
+    fn url_for(&self, api: Api) -> &str {
+        match api {
+            Api::DynamoDb => &self.url,
+            Api::Streams => &self.streams_url,
+        }
+    }
+}
 
 impl DynamoClient {
     /// A builder with nothing set; see [`DynamoClientBuilder::from_env`] for the usual start.
@@ -72,6 +128,12 @@ impl DynamoClient {
     /// The URL requests go to.
     pub fn endpoint(&self) -> &str {
         &self.inner.url
+    }
+
+    /// The URL DynamoDB Streams requests go to. See
+    /// [`DynamoClientBuilder::with_streams_endpoint`] for how it is chosen.
+    pub fn streams_endpoint(&self) -> &str {
+        &self.inner.streams_url
     }
 
     /// The region requests are signed for.
@@ -141,7 +203,9 @@ impl DynamoClient {
         let body = serde_json::to_vec(request)
             .map(Bytes::from)
             .map_err(|e| DynamoError::InvalidRequest(format!("{op}: cannot encode: {e}")))?;
-        let span = tracing::debug_span!("dynamodb", op, endpoint = %self.inner.url, attempts = tracing::field::Empty);
+        let endpoint = self.inner.url_for(Api::of(op));
+        let span =
+            tracing::debug_span!("dynamodb", op, %endpoint, attempts = tracing::field::Empty);
         self.call_with_retries(op, body, resend, deadline)
             .instrument(span)
             .await
@@ -303,26 +367,24 @@ impl DynamoClient {
                 "the credential provider used up the call's deadline".into(),
             ));
         }
-        let target = format!("{TARGET_PREFIX}{op}");
+        let api = Api::of(op);
+        let url = inner.url_for(api);
+        let target = format!("{}{op}", api.target_prefix());
         let headers = signed_headers(
             &credential,
             &inner.region,
-            &inner.url,
+            url,
             &target,
             body,
             SystemTime::now(),
         )?;
-        let mut request = inner
-            .http
-            .post(&inner.url)
-            .timeout(timeout)
-            .body(body.clone());
+        let mut request = inner.http.post(url).timeout(timeout).body(body.clone());
         for (name, value) in headers {
             request = request.header(HeaderName::from_static(name), header_value(name, value)?);
         }
         // A connection never opened sent nothing: not ambiguous (and retried little).
         let transport = |source: reqwest::Error| {
-            let endpoint = inner.url.clone();
+            let endpoint = url.to_owned();
             if source.is_connect() {
                 DynamoError::Unreachable {
                     operation: op,
@@ -340,7 +402,7 @@ impl DynamoClient {
         let response = request.send().await.map_err(transport)?;
         let status = response.status().as_u16();
         let bytes = response.bytes().await.map_err(transport)?;
-        parse_response(op, &inner.url, status, &bytes)
+        parse_response(op, url, status, &bytes)
     }
 }
 
@@ -424,7 +486,8 @@ fn header_value(name: &str, value: String) -> Result<HeaderValue, DynamoError> {
 ///
 /// The endpoint is the explicit setting, else `AWS_ENDPOINT_URL_DYNAMODB`, else
 /// `AWS_ENDPOINT_URL`, else `https://dynamodb.{region}.amazonaws.com` (`.amazonaws.com.cn`
-/// for the `cn-` regions). The region is the
+/// for the `cn-` regions). The DynamoDB Streams endpoint follows from it unless set (see
+/// [`with_streams_endpoint`](Self::with_streams_endpoint)). The region is the
 /// explicit setting, else `AWS_REGION`, else `AWS_DEFAULT_REGION`. Credentials are static,
 /// from the environment, or any [`AwsCredentialProvider`], such as an `AmazonS3` store's
 /// `credentials()`, so that one identity signs both the S3 and the DynamoDB requests.
@@ -432,6 +495,7 @@ fn header_value(name: &str, value: String) -> Result<HeaderValue, DynamoError> {
 #[derive(Default, Clone)]
 pub struct DynamoClientBuilder {
     endpoint: Option<String>,
+    streams_endpoint: Option<String>,
     region: Option<String>,
     credentials: Option<AwsCredentialProvider>,
     retry: RetryConfig,
@@ -442,6 +506,7 @@ impl std::fmt::Debug for DynamoClientBuilder {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("DynamoClientBuilder")
             .field("endpoint", &self.endpoint)
+            .field("streams_endpoint", &self.streams_endpoint)
             .field("region", &self.region)
             .field(
                 "credentials",
@@ -453,8 +518,9 @@ impl std::fmt::Debug for DynamoClientBuilder {
 }
 
 impl DynamoClientBuilder {
-    /// A builder filled from the environment variables named on [`DynamoClientBuilder`]
-    /// and `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`.
+    /// A builder filled from the environment variables named on [`DynamoClientBuilder`],
+    /// `AWS_ENDPOINT_URL_DYNAMODB_STREAMS` (the AWS SDKs' name for the Streams endpoint) and
+    /// `AWS_ACCESS_KEY_ID`, `AWS_SECRET_ACCESS_KEY`, `AWS_SESSION_TOKEN`.
     pub fn from_env() -> Self {
         Self::from_lookup(|name| std::env::var(name).ok().filter(|v| !v.is_empty()))
     }
@@ -464,6 +530,7 @@ impl DynamoClientBuilder {
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Self {
         let mut builder = Self {
             endpoint: lookup("AWS_ENDPOINT_URL_DYNAMODB").or_else(|| lookup("AWS_ENDPOINT_URL")),
+            streams_endpoint: lookup("AWS_ENDPOINT_URL_DYNAMODB_STREAMS"),
             region: lookup("AWS_REGION").or_else(|| lookup("AWS_DEFAULT_REGION")),
             ..Self::default()
         };
@@ -478,6 +545,18 @@ impl DynamoClientBuilder {
     /// The endpoint URL, such as `http://127.0.0.1:8000` for DynamoDB Local.
     pub fn with_endpoint(mut self, endpoint: impl Into<String>) -> Self {
         self.endpoint = Some(endpoint.into());
+        self
+    }
+
+    /// The DynamoDB Streams endpoint URL, for the rare setup that serves Streams apart from
+    /// a custom DynamoDB endpoint.
+    ///
+    /// Unset, it follows the DynamoDB endpoint: AWS's own host `dynamodb.{region}.{domain}`
+    /// becomes `streams.dynamodb.{region}.{domain}` (AWS serves Streams there, signed for
+    /// the same service name `dynamodb`), and any other endpoint is kept as it is, because
+    /// DynamoDB Local and the other emulators serve both APIs on one port.
+    pub fn with_streams_endpoint(mut self, endpoint: impl Into<String>) -> Self {
+        self.streams_endpoint = Some(endpoint.into());
         self
     }
 
@@ -543,6 +622,10 @@ impl DynamoClientBuilder {
         }
         let endpoint = self.endpoint.unwrap_or_else(|| default_endpoint(&region));
         let url = normalise_endpoint(&endpoint)?;
+        let streams_url = match self.streams_endpoint {
+            Some(endpoint) => normalise_endpoint(&endpoint)?,
+            None => streams_endpoint_for(&url),
+        };
         let credentials = self.credentials.ok_or_else(|| {
             DynamoError::Config(
                 "no credentials: set AWS_ACCESS_KEY_ID and AWS_SECRET_ACCESS_KEY, call \
@@ -563,6 +646,7 @@ impl DynamoClientBuilder {
             inner: Arc::new(Inner {
                 http,
                 url,
+                streams_url,
                 region,
                 credentials,
                 retry: self.retry,
@@ -580,6 +664,23 @@ fn default_endpoint(region: &str) -> String {
         "amazonaws.com"
     };
     format!("https://dynamodb.{region}.{domain}")
+}
+
+/// The DynamoDB Streams URL that goes with the DynamoDB URL `url` (normalised): AWS's own
+/// `dynamodb.` hosts have a `streams.dynamodb.` twin; any other endpoint (DynamoDB Local,
+/// an emulator, a proxy) is taken to serve both APIs.
+fn streams_endpoint_for(url: &str) -> String {
+    let Ok(mut parsed) = url::Url::parse(url) else {
+        return url.to_owned();
+    };
+    let twin = parsed.host_str().and_then(|host| {
+        let on_aws = host.ends_with(".amazonaws.com") || host.ends_with(".amazonaws.com.cn");
+        (on_aws && host.starts_with("dynamodb.")).then(|| format!("streams.{host}"))
+    });
+    match twin {
+        Some(host) if parsed.set_host(Some(&host)).is_ok() => parsed.to_string(),
+        _ => url.to_owned(),
+    }
 }
 
 /// Checks an endpoint is an http(s) URL with a host and nothing after it, and returns it
@@ -687,6 +788,94 @@ mod tests {
             endpoint("eu-central-1"),
             "https://dynamodb.eu-central-1.amazonaws.com/"
         );
+    }
+
+    #[test]
+    fn streams_go_to_aws_streams_hosts_and_stay_on_custom_endpoints() {
+        let streams = |pairs: &[(&str, &str)]| {
+            let mut pairs = pairs.to_vec();
+            pairs.extend([("AWS_ACCESS_KEY_ID", "k"), ("AWS_SECRET_ACCESS_KEY", "s")]);
+            let client = DynamoClientBuilder::from_lookup(env(&pairs))
+                .build()
+                .unwrap();
+            client.streams_endpoint().to_owned()
+        };
+        assert_eq!(
+            streams(&[("AWS_REGION", "eu-west-1")]),
+            "https://streams.dynamodb.eu-west-1.amazonaws.com/"
+        );
+        assert_eq!(
+            streams(&[("AWS_REGION", "cn-north-1")]),
+            "https://streams.dynamodb.cn-north-1.amazonaws.com.cn/"
+        );
+        // AWS's own host given explicitly still has its Streams twin.
+        assert_eq!(
+            streams(&[
+                ("AWS_REGION", "us-east-1"),
+                (
+                    "AWS_ENDPOINT_URL_DYNAMODB",
+                    "https://dynamodb.us-east-1.amazonaws.com"
+                ),
+            ]),
+            "https://streams.dynamodb.us-east-1.amazonaws.com/"
+        );
+        // DynamoDB Local and other emulators serve both APIs on one port.
+        for local in ["http://127.0.0.1:8000", "http://localhost:4566"] {
+            assert_eq!(
+                streams(&[("AWS_REGION", "us-east-1"), ("AWS_ENDPOINT_URL", local)]),
+                format!("{local}/")
+            );
+        }
+        // The Streams variable wins over everything.
+        assert_eq!(
+            streams(&[
+                ("AWS_REGION", "us-east-1"),
+                ("AWS_ENDPOINT_URL_DYNAMODB", "http://127.0.0.1:8000"),
+                ("AWS_ENDPOINT_URL_DYNAMODB_STREAMS", "http://127.0.0.1:8001"),
+            ]),
+            "http://127.0.0.1:8001/"
+        );
+        let explicit = DynamoClient::builder()
+            .with_region("us-east-1")
+            .with_credentials("k", "s", None)
+            .with_streams_endpoint("http://streams.example:9000")
+            .build()
+            .unwrap();
+        assert_eq!(
+            explicit.endpoint(),
+            "https://dynamodb.us-east-1.amazonaws.com/"
+        );
+        assert_eq!(explicit.streams_endpoint(), "http://streams.example:9000/");
+        let bad = DynamoClient::builder()
+            .with_region("us-east-1")
+            .with_credentials("k", "s", None)
+            .with_streams_endpoint("streams.example")
+            .build()
+            .unwrap_err();
+        assert!(bad.to_string().contains("http"), "{bad}");
+    }
+
+    #[test]
+    fn operations_pick_their_api_by_name() {
+        for op in [
+            "ListStreams",
+            "DescribeStream",
+            "GetShardIterator",
+            "GetRecords",
+        ] {
+            assert_eq!(Api::of(op), Api::Streams, "{op}");
+        }
+        for op in [
+            "GetItem",
+            "DescribeTable",
+            "UpdateTable",
+            "Query",
+            "ListTables",
+        ] {
+            assert_eq!(Api::of(op), Api::DynamoDb, "{op}");
+        }
+        assert_eq!(Api::Streams.target_prefix(), "DynamoDBStreams_20120810.");
+        assert_eq!(Api::DynamoDb.target_prefix(), "DynamoDB_20120810.");
     }
 
     #[test]

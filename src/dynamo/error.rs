@@ -3,6 +3,7 @@
 use std::time::Duration;
 
 use super::attr::Item;
+use super::streams::StreamViewType;
 
 /// An error from the DynamoDB client.
 ///
@@ -244,6 +245,22 @@ pub enum DynamoError {
         waited: Duration,
     },
 
+    /// The table has a stream enabled, but of another view type than the one asked for.
+    /// DynamoDB cannot change a stream's view type in place, and
+    /// [`ensure_table`](super::DynamoClient::ensure_table) never replaces a stream that
+    /// readers may depend on.
+    #[error(
+        "table {table} has a stream with view type {found}, but {expected} is needed; a stream's view type cannot be changed: disable the stream and enable it again with {expected} (readers then move to a new stream ARN), or use another table name"
+    )]
+    StreamViewTypeMismatch {
+        /// The table.
+        table: String,
+        /// The view type asked for.
+        expected: StreamViewType,
+        /// The view type found.
+        found: StreamViewType,
+    },
+
     /// TTL is enabled on the table, but on another attribute than the one asked for.
     #[error(
         "table {table} has TTL on attribute {found:?}, but {expected:?} is needed; DynamoDB allows one TTL attribute per table"
@@ -291,6 +308,12 @@ fn describe_reasons(reasons: &[CancellationReason]) -> String {
     }
 }
 
+/// The answer to GetRecords with a shard iterator older than 15 minutes.
+const EXPIRED_ITERATOR: &str = "ExpiredIteratorException";
+
+/// The answer to a read of stream records older than the stream keeps (24 hours).
+const TRIMMED_DATA_ACCESS: &str = "TrimmedDataAccessException";
+
 /// Error codes that mean "slow down": retried with backoff.
 const THROTTLING_CODES: &[&str] = &[
     "ProvisionedThroughputExceededException",
@@ -314,6 +337,12 @@ const READ_OPERATIONS: &[&str] = &[
     "DescribeTable",
     "DescribeTimeToLive",
     "ListTables",
+    // DynamoDB Streams: reading a shard moves no server-side cursor (the iterator is the
+    // cursor, and the caller holds it), so these change nothing either.
+    "ListStreams",
+    "DescribeStream",
+    "GetShardIterator",
+    "GetRecords",
 ];
 
 /// Whether `operation` only reads.
@@ -405,6 +434,22 @@ impl DynamoError {
             Self::ConditionalCheckFailed { old_item, .. } => old_item.as_deref(),
             _ => None,
         }
+    }
+
+    /// Whether GetRecords was given a shard iterator that has expired (they last 15
+    /// minutes): get a fresh one with
+    /// [`get_shard_iterator`](super::DynamoClient::get_shard_iterator), after the last
+    /// sequence number read.
+    pub fn is_expired_iterator(&self) -> bool {
+        self.code() == Some(EXPIRED_ITERATOR)
+    }
+
+    /// Whether a stream read asked for records the stream no longer keeps (it trims them
+    /// after 24 hours), or a position before the first record of a shard: those records
+    /// are gone; start again from
+    /// [`ShardPosition::TrimHorizon`](super::ShardPosition::TrimHorizon).
+    pub fn is_trimmed(&self) -> bool {
+        self.code() == Some(TRIMMED_DATA_ACCESS)
     }
 
     /// This error without its `AfterAmbiguousAttempt` wrapper: the last attempt's error.

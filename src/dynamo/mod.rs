@@ -1,8 +1,8 @@
 //! A small DynamoDB client of our own: SigV4-signed JSON over reqwest, no AWS SDK.
 //!
 //! It covers what dynacommit needs and nothing more: the item operations with
-//! conditions, Query with paging, BatchWriteItem and TransactWriteItems, and table
-//! provisioning. Every call is retried on throttling, 5xx and lost connections within a
+//! conditions, Query with paging, BatchWriteItem and TransactWriteItems, table
+//! provisioning, and reading a table's DynamoDB Stream. Every call is retried on throttling, 5xx and lost connections within a
 //! [`RetryConfig`], and every failure is a [`DynamoError`] carrying DynamoDB's own words.
 
 mod attr;
@@ -16,6 +16,7 @@ mod query;
 mod response;
 mod retry;
 mod signing;
+mod streams;
 mod table;
 mod transact;
 
@@ -29,6 +30,10 @@ pub use item::{
 };
 pub use query::{Page, Query, Scan};
 pub use retry::RetryConfig;
+pub use streams::{
+    EventName, RecordsPage, Shard, ShardPosition, StreamDescription, StreamRecord, StreamSummary,
+    StreamViewType, compare_sequence_numbers,
+};
 pub use table::{
     EnsureReport, KeyAttribute, KeySchema, KeyType, TableDescription, TableSpec, TimeToLive,
 };

@@ -1,4 +1,5 @@
-//! Table provisioning: CreateTable, DescribeTable, the TTL calls, and `ensure_table`.
+//! Table provisioning: CreateTable, DescribeTable, the TTL calls, enabling a stream, and
+//! `ensure_table`.
 
 use std::time::Duration;
 
@@ -6,6 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::client::{Deadline, DynamoClient};
 use super::error::DynamoError;
+use super::streams::StreamViewType;
 
 /// The type of a key attribute.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -73,8 +75,11 @@ pub struct TableSpec {
     pub key_schema: KeySchema,
     /// The attribute holding expiry times (epoch seconds), if TTL is wanted.
     pub ttl_attribute: Option<String>,
+    /// The view type of the DynamoDB Stream wanted on the table, if any. `None` asks for
+    /// nothing: a table's stream, if it has one, is left as it is.
+    pub stream_view_type: Option<StreamViewType>,
     /// The deadline of [`DynamoClient::ensure_table`] as a whole: describing, creating,
-    /// waiting for the table to become ACTIVE, and turning TTL on.
+    /// waiting for the table to become ACTIVE, enabling a stream, and turning TTL on.
     pub active_timeout: Duration,
 }
 
@@ -85,6 +90,7 @@ impl TableSpec {
             name: name.into(),
             key_schema: KeySchema { hash, range: None },
             ttl_attribute: None,
+            stream_view_type: None,
             active_timeout: Duration::from_secs(120),
         }
     }
@@ -110,6 +116,14 @@ impl TableSpec {
         self
     }
 
+    /// Asks for a DynamoDB Stream of view type `view` on the table: created with it, or
+    /// enabled on an existing table that has none. A table whose stream has another view
+    /// type is refused ([`DynamoError::StreamViewTypeMismatch`]), never changed.
+    pub fn with_stream(mut self, view: StreamViewType) -> Self {
+        self.stream_view_type = Some(view);
+        self
+    }
+
     /// The deadline of [`DynamoClient::ensure_table`], waiting for ACTIVE included.
     pub fn with_active_timeout(mut self, timeout: Duration) -> Self {
         self.active_timeout = timeout;
@@ -130,6 +144,13 @@ pub struct TableDescription {
     pub item_count: Option<u64>,
     /// `PAY_PER_REQUEST` or `PROVISIONED`, when reported.
     pub billing_mode: Option<String>,
+    /// The ARN of the table's latest stream, when it has had one. That stream may be
+    /// disabled: DynamoDB keeps reporting it after the stream is turned off (see
+    /// `stream_view_type`).
+    pub latest_stream_arn: Option<String>,
+    /// The view type of the table's stream while one is enabled; `None` when it has no
+    /// enabled stream.
+    pub stream_view_type: Option<StreamViewType>,
 }
 
 /// TTL as DescribeTimeToLive reports it.
@@ -156,6 +177,9 @@ pub struct EnsureReport {
     pub created: bool,
     /// TTL was off and was turned on.
     pub ttl_enabled: bool,
+    /// The spec asked for a stream, the existing table had none enabled, and this call
+    /// enabled it (a new stream, with a new ARN in `table.latest_stream_arn`).
+    pub stream_enabled: bool,
     /// The table as it now stands.
     pub table: TableDescription,
 }
@@ -183,6 +207,39 @@ struct CreateTableRequest<'a> {
     attribute_definitions: Vec<WireAttributeDefinition>,
     key_schema: Vec<WireKeyElement>,
     billing_mode: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_specification: Option<WireStreamSpecification>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct WireStreamSpecification {
+    stream_enabled: bool,
+    // Only meaningful with `StreamEnabled: true`, and only sent then.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_view_type: Option<StreamViewType>,
+}
+
+impl WireStreamSpecification {
+    fn enabled(view: StreamViewType) -> Self {
+        Self {
+            stream_enabled: true,
+            stream_view_type: Some(view),
+        }
+    }
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct UpdateStreamRequest<'a> {
+    table_name: &'a str,
+    stream_specification: WireStreamSpecification,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct UpdateTableOutput {
+    table_description: WireTable,
 }
 
 #[derive(Deserialize)]
@@ -194,6 +251,8 @@ struct WireTable {
     attribute_definitions: Vec<WireAttributeDefinition>,
     item_count: Option<u64>,
     billing_mode_summary: Option<WireBillingMode>,
+    stream_specification: Option<WireStreamSpecification>,
+    latest_stream_arn: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -281,13 +340,19 @@ impl WireTable {
             key_schema: KeySchema { hash, range },
             item_count: self.item_count,
             billing_mode: self.billing_mode_summary.and_then(|b| b.billing_mode),
+            latest_stream_arn: self.latest_stream_arn,
+            stream_view_type: self
+                .stream_specification
+                .filter(|s| s.stream_enabled)
+                .and_then(|s| s.stream_view_type),
         })
     }
 }
 
 impl DynamoClient {
-    /// CreateTable, on-demand (PAY_PER_REQUEST). Returns at once; the table is usually
-    /// `CREATING` until [`wait_until_active`](Self::wait_until_active).
+    /// CreateTable, on-demand (PAY_PER_REQUEST), with a stream if `spec` asks for one.
+    /// Returns at once; the table is usually `CREATING` until
+    /// [`wait_until_active`](Self::wait_until_active).
     pub async fn create_table(&self, spec: &TableSpec) -> Result<TableDescription, DynamoError> {
         self.create_table_by(spec, &self.deadline("CreateTable"))
             .await
@@ -319,6 +384,7 @@ impl DynamoClient {
             attribute_definitions,
             key_schema,
             billing_mode: "PAY_PER_REQUEST",
+            stream_specification: spec.stream_view_type.map(WireStreamSpecification::enabled),
         };
         let output: CreateTableOutput = self.call_by("CreateTable", &request, deadline).await?;
         output.table_description.into_description()
@@ -390,6 +456,32 @@ impl DynamoClient {
         }
     }
 
+    /// UpdateTable enabling a stream of view type `view` on `table`. DynamoDB refuses it
+    /// (`ValidationException`) when the table already has an enabled stream, whatever its
+    /// view type. Returns at once; the table may be `UPDATING` for a moment.
+    pub async fn enable_stream(
+        &self,
+        table: &str,
+        view: StreamViewType,
+    ) -> Result<TableDescription, DynamoError> {
+        self.enable_stream_by(table, view, &self.deadline("UpdateTable"))
+            .await
+    }
+
+    async fn enable_stream_by(
+        &self,
+        table: &str,
+        view: StreamViewType,
+        deadline: &Deadline,
+    ) -> Result<TableDescription, DynamoError> {
+        let request = UpdateStreamRequest {
+            table_name: table,
+            stream_specification: WireStreamSpecification::enabled(view),
+        };
+        let output: UpdateTableOutput = self.call_by("UpdateTable", &request, deadline).await?;
+        output.table_description.into_description()
+    }
+
     /// UpdateTimeToLive: turns expiry by `attribute` on or off.
     pub async fn update_time_to_live(
         &self,
@@ -446,9 +538,10 @@ impl DynamoClient {
     }
 
     /// Makes the table exist as `spec` says: creates it if missing (on-demand), waits until
-    /// ACTIVE, turns TTL on if asked and off. Leaves a table that is already right alone,
-    /// and refuses one whose key schema or TTL attribute differs. Safe to call from many
-    /// processes at once.
+    /// ACTIVE, enables a stream if asked and none is, turns TTL on if asked and off. Leaves
+    /// a table that is already right alone, and refuses one whose key schema, stream view
+    /// type or TTL attribute differs (checked before anything is changed). Safe to call from
+    /// many processes at once.
     ///
     /// The whole call ends within `spec.active_timeout` (else
     /// [`DynamoError::DeadlineExceeded`] naming `ensure_table`, or
@@ -501,7 +594,7 @@ impl DynamoClient {
         if let Some(found) = &found {
             self.check_schema(spec, found)?;
         }
-        let table = match found {
+        let mut table = match found {
             Some(found) if found.status == "ACTIVE" => found,
             _ => {
                 let table = self.wait_active_by(&spec.name, &deadline).await?;
@@ -509,6 +602,33 @@ impl DynamoClient {
                 table
             }
         };
+        // Before TTL, so that a table with the wrong stream is refused unchanged.
+        let mut stream_enabled = false;
+        if let Some(view) = spec.stream_view_type {
+            if let Some(found) = table.stream_view_type {
+                check_stream(spec, view, found)?;
+            } else {
+                match self.enable_stream_by(&spec.name, view, &deadline).await {
+                    Ok(_) => {
+                        stream_enabled = true;
+                        tracing::info!(table = %spec.name, %view, "enabled stream");
+                    }
+                    // A concurrent caller may have enabled one first: DynamoDB then
+                    // refuses ours. Accept theirs if it has the view type we want.
+                    Err(e) if e.code() == Some("ValidationException") => {
+                        let now = self.describe_table_by(&spec.name, &deadline).await?;
+                        match now.stream_view_type {
+                            Some(found) => check_stream(spec, view, found)?,
+                            None => return Err(e),
+                        }
+                    }
+                    Err(e) => return Err(e),
+                }
+                // Enabling a stream may put the table in UPDATING for a moment; what is
+                // reported is the table once it is usable again, with its new stream ARN.
+                table = self.wait_active_by(&spec.name, &deadline).await?;
+            }
+        }
         let mut ttl_enabled = false;
         if let Some(attribute) = &spec.ttl_attribute {
             let ttl = self.describe_time_to_live_by(&spec.name, &deadline).await?;
@@ -544,6 +664,7 @@ impl DynamoClient {
         Ok(EnsureReport {
             created,
             ttl_enabled,
+            stream_enabled,
             table,
         })
     }
@@ -559,6 +680,22 @@ impl DynamoClient {
             found: found.key_schema.to_string(),
         })
     }
+}
+
+/// Refuses a stream of view type `found` when `spec` asks for `wanted`.
+fn check_stream(
+    spec: &TableSpec,
+    wanted: StreamViewType,
+    found: StreamViewType,
+) -> Result<(), DynamoError> {
+    if wanted == found {
+        return Ok(());
+    }
+    Err(DynamoError::StreamViewTypeMismatch {
+        table: spec.name.clone(),
+        expected: wanted,
+        found,
+    })
 }
 
 /// Whether `error` says the table does not exist (or is not visible yet).
