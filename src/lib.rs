@@ -21,6 +21,7 @@
 
 pub mod bench;
 pub mod dynamo;
+pub mod kv;
 pub mod lease;
 pub mod lock;
 pub mod race;

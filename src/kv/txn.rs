@@ -1,0 +1,168 @@
+//! Transactions as both stores run them: the steps in order, each condition checked on
+//! the state the earlier steps left (Vault's transactions write one key twice), and the
+//! net change per key applied at once.
+
+use std::collections::HashMap;
+use std::time::SystemTime;
+
+use bytes::Bytes;
+
+use super::{Condition, KvError, Revision, TRANSACTION_MAX, TxnAction, TxnOp, check_write, key};
+
+/// What a transaction leaves at one key.
+#[derive(Debug, Clone)]
+pub(crate) enum Net {
+    /// Only checked.
+    Unchanged,
+    /// Written (by its last put).
+    Put {
+        value: Bytes,
+        revision: Revision,
+        expires: Option<SystemTime>,
+    },
+    /// Deleted (a missing key stays missing).
+    Deleted,
+}
+
+/// A transaction worked out against one read of its keys.
+pub(crate) struct Plan {
+    /// One revision per put, in order.
+    pub revisions: Vec<Option<Revision>>,
+    /// The net change of each key, in order of first appearance.
+    pub changes: Vec<(Vec<u8>, Net)>,
+}
+
+/// Runs `ops` against `live` (each key's live value and revision, `None` if there is none;
+/// every key of `ops` must be in it), or names the step whose condition fails.
+pub(crate) fn plan(
+    ops: &[TxnOp],
+    live: &HashMap<Vec<u8>, Option<(Bytes, Revision)>>,
+) -> Result<Plan, KvError> {
+    let mut state: HashMap<&[u8], Option<(Bytes, Revision)>> = HashMap::new();
+    let mut changes: Vec<(Vec<u8>, Net)> = Vec::new();
+    let mut revisions = Vec::with_capacity(ops.len());
+    for (index, op) in ops.iter().enumerate() {
+        let current = state
+            .entry(op.key.as_slice())
+            .or_insert_with(|| live.get(&op.key).cloned().flatten());
+        if !op
+            .condition
+            .holds(current.as_ref().map(|(v, r)| (v.as_ref(), r)))
+        {
+            return Err(conflict(index, op));
+        }
+        let net = match &op.action {
+            TxnAction::Put { value, expires } => {
+                let revision = Revision::fresh();
+                *current = Some((value.clone(), revision.clone()));
+                revisions.push(Some(revision.clone()));
+                Some(Net::Put {
+                    value: value.clone(),
+                    revision,
+                    expires: *expires,
+                })
+            }
+            TxnAction::Delete => {
+                *current = None;
+                revisions.push(None);
+                Some(Net::Deleted)
+            }
+            TxnAction::Check => {
+                revisions.push(None);
+                None
+            }
+        };
+        match changes.iter_mut().find(|(k, _)| *k == op.key) {
+            Some((_, slot)) => {
+                if let Some(net) = net {
+                    *slot = net;
+                }
+            }
+            None => changes.push((op.key.clone(), net.unwrap_or(Net::Unchanged))),
+        }
+    }
+    Ok(Plan { revisions, changes })
+}
+
+/// The error for step `index`, whose condition did not hold.
+pub(crate) fn conflict(index: usize, op: &TxnOp) -> KvError {
+    KvError::TransactionConflict {
+        index,
+        key: key::display(&op.key),
+        condition: op.condition.to_string(),
+    }
+}
+
+/// What every store checks of a transaction before touching anything.
+pub(crate) fn check(ops: &[TxnOp], namespace_len: usize) -> Result<(), KvError> {
+    if ops.is_empty() {
+        return Err(KvError::InvalidTransaction {
+            problem: "it has no operations".into(),
+        });
+    }
+    if ops.len() > TRANSACTION_MAX {
+        return Err(KvError::InvalidTransaction {
+            problem: format!(
+                "it has {} operations, over the {TRANSACTION_MAX} one transaction takes: split it",
+                ops.len()
+            ),
+        });
+    }
+    for op in ops {
+        match &op.action {
+            TxnAction::Put { value, .. } => check_write(&op.key, value, namespace_len)?,
+            TxnAction::Delete | TxnAction::Check => key::validate(&op.key, namespace_len)?,
+        }
+    }
+    Ok(())
+}
+
+/// Whether any step on `key` relies on its entry being live (a condition other than
+/// `Always` or `Absent`).
+pub(crate) fn relies_on_live(ops: &[TxnOp], key: &[u8]) -> bool {
+    ops.iter()
+        .any(|op| op.key == key && !matches!(op.condition, Condition::Always | Condition::Absent))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn live(pairs: &[(&str, Option<&str>)]) -> HashMap<Vec<u8>, Option<(Bytes, Revision)>> {
+        pairs
+            .iter()
+            .map(|(k, v)| {
+                let entry =
+                    v.map(|v| (Bytes::from(v.to_owned()), Revision::from(format!("r-{v}"))));
+                (k.as_bytes().to_vec(), entry)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn later_steps_see_earlier_ones_and_the_last_write_wins() {
+        let ops = vec![
+            TxnOp::put(b"foo", Bytes::from("bar2")),
+            TxnOp::delete(b"gone"),
+            TxnOp::put(b"foo", Bytes::from("bar3")).if_value(Bytes::from("bar2")),
+            TxnOp::check(b"gone").if_absent(),
+        ];
+        let plan = plan(&ops, &live(&[("foo", Some("bar")), ("gone", Some("x"))])).unwrap();
+        assert_eq!(plan.changes.len(), 2);
+        assert!(matches!(&plan.changes[0].1, Net::Put { value, .. } if value == "bar3"));
+        assert!(matches!(plan.changes[1].1, Net::Deleted));
+        assert_eq!(plan.revisions.iter().filter(|r| r.is_some()).count(), 2);
+    }
+
+    #[test]
+    fn the_failing_step_is_named() {
+        let ops = vec![
+            TxnOp::put(b"a", Bytes::from("1")),
+            TxnOp::check(b"b").if_revision(Revision::from("old")),
+        ];
+        match plan(&ops, &live(&[("a", None), ("b", Some("x"))])) {
+            Err(KvError::TransactionConflict { index: 1, key, .. }) => assert_eq!(key, "b"),
+            other => panic!("{:?}", other.err()),
+        }
+    }
+}

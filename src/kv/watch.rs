@@ -1,0 +1,379 @@
+//! Watches of the DynamoDB store, read from the table's DynamoDB Stream.
+//!
+//! The stream is a set of shards; a shard is closed after a while (on AWS, about every
+//! four hours) and replaced by children that carry on its key ranges. All changes to one
+//! item are in one line of shards, in order. So the watcher reads every open shard, and
+//! starts a child only when its parent has been read to its end: changes to one key come
+//! out in order, none lost, none twice.
+//!
+//! A checkpoint holds, for each shard, the sequence number of the last record handed out
+//! (or, for a shard with no record handed out yet, an iterator at the place the watch
+//! started in it, good for 15 minutes), and the shards read to their end. A watch resumed
+//! from it reads every shard right after that place; one that cannot (an iterator older
+//! than 15 minutes, a record past the stream's 24 hours) fails with
+//! [`KvError::WatchLost`] rather than skip anything.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::time::Duration;
+
+use futures::StreamExt;
+use futures::stream::BoxStream;
+use serde::{Deserialize, Serialize};
+use tokio::sync::mpsc;
+
+use super::{Checkpoint, DynamoKv, EventKind, KvError, WatchEvent};
+use crate::dynamo::{DynamoError, EventName, Shard, ShardPosition, StreamRecord};
+
+/// The pause between polls of shards that had nothing new.
+const IDLE_POLL: Duration = Duration::from_millis(200);
+/// How often the shard list is read again, to find children of closed shards.
+const SHARD_REFRESH: Duration = Duration::from_secs(10);
+/// Events buffered for a slow consumer before the reader waits.
+const BUFFER: usize = 256;
+
+/// A watch's place in the stream, as it travels in a [`Checkpoint`].
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+struct Position {
+    /// The stream.
+    stream: String,
+    /// Per shard being read: where to go on.
+    shards: BTreeMap<String, Resume>,
+    /// Shards read to their end.
+    done: BTreeSet<String>,
+}
+
+#[derive(Debug, Clone, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+enum Resume {
+    /// After this record.
+    After(String),
+    /// At this iterator (a shard from which nothing was handed out yet).
+    Iterator(String),
+}
+
+impl Position {
+    fn checkpoint(&self) -> Checkpoint {
+        // Serialising plain strings and maps cannot fail.
+        Checkpoint(format!(
+            "dynamodb:{}",
+            serde_json::to_string(self).unwrap_or_default()
+        ))
+    }
+
+    fn parse(checkpoint: &Checkpoint) -> Result<Self, KvError> {
+        checkpoint
+            .0
+            .strip_prefix("dynamodb:")
+            .and_then(|json| serde_json::from_str(json).ok())
+            .ok_or_else(|| KvError::WatchLost {
+                problem: format!(
+                    "`{}` is not a checkpoint of a DynamoDB store",
+                    super::key::display(checkpoint.0.as_bytes())
+                ),
+            })
+    }
+}
+
+/// The events of `kv` under `prefix`, from now or after `from`.
+pub(crate) fn watch(
+    kv: DynamoKv,
+    prefix: Vec<u8>,
+    from: Option<super::Checkpoint>,
+) -> BoxStream<'static, Result<WatchEvent, KvError>> {
+    let (sender, receiver) = mpsc::channel(BUFFER);
+    let task = tokio::spawn(async move {
+        let mut reader = Reader {
+            kv,
+            prefix,
+            sender,
+            position: Position::default(),
+            iterators: BTreeMap::new(),
+            waiting: BTreeMap::new(),
+        };
+        if let Err(e) = reader.run(from).await {
+            // The consumer may be gone already; then nobody needs the error.
+            let _ = reader.sender.send(Err(e)).await;
+        }
+    });
+    // Dropping the stream stops the reader.
+    let guard = AbortOnDrop(task);
+    futures::stream::unfold((receiver, guard), |(mut receiver, guard)| async move {
+        receiver
+            .recv()
+            .await
+            .map(|event| (event, (receiver, guard)))
+    })
+    .boxed()
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+struct Reader {
+    kv: DynamoKv,
+    prefix: Vec<u8>,
+    sender: mpsc::Sender<Result<WatchEvent, KvError>>,
+    position: Position,
+    /// The iterator to read each open shard from next.
+    iterators: BTreeMap<String, String>,
+    /// Children whose parent is still being read: shard id to parent id.
+    waiting: BTreeMap<String, String>,
+}
+
+/// Why reading stopped without an error: the consumer went away.
+struct Gone;
+
+impl Reader {
+    async fn run(&mut self, from: Option<Checkpoint>) -> Result<(), KvError> {
+        let stream = self.stream_arn().await?;
+        match from {
+            None => {
+                self.position.stream = stream.clone();
+                for shard in self.describe(&stream).await? {
+                    if shard.is_closed() {
+                        self.position.done.insert(shard.shard_id);
+                    } else {
+                        self.open(&stream, &shard.shard_id, ShardPosition::Latest)
+                            .await?;
+                    }
+                }
+            }
+            Some(checkpoint) => {
+                self.position = Position::parse(&checkpoint)?;
+                if self.position.stream != stream {
+                    return Err(KvError::WatchLost {
+                        problem: format!(
+                            "the checkpoint is of stream {}, but the table's stream is now {stream} (it was turned off and on): start a new watch and re-read",
+                            self.position.stream
+                        ),
+                    });
+                }
+                let resumes: Vec<(String, Resume)> = std::mem::take(&mut self.position.shards)
+                    .into_iter()
+                    .collect();
+                for (shard, resume) in resumes {
+                    match resume {
+                        Resume::After(seq) => {
+                            self.open(&stream, &shard, ShardPosition::AfterSequence(seq.clone()))
+                                .await?;
+                            self.position.shards.insert(shard, Resume::After(seq));
+                        }
+                        Resume::Iterator(iterator) => {
+                            self.iterators.insert(shard.clone(), iterator.clone());
+                            self.position
+                                .shards
+                                .insert(shard, Resume::Iterator(iterator));
+                        }
+                    }
+                }
+                self.adopt_new_shards(&stream).await?;
+            }
+        }
+        if self.send(EventKind::Ready).await.is_err() {
+            return Ok(());
+        }
+        let mut refreshed = tokio::time::Instant::now();
+        loop {
+            let mut any = false;
+            let mut closed = false;
+            let shards: Vec<String> = self.iterators.keys().cloned().collect();
+            for shard in shards {
+                match self.poll(&shard).await? {
+                    Polled::Records(n) => any |= n > 0,
+                    Polled::Closed => closed = true,
+                    Polled::Stopped => return Ok(()),
+                }
+            }
+            if closed || refreshed.elapsed() >= SHARD_REFRESH {
+                self.adopt_new_shards(&stream).await?;
+                refreshed = tokio::time::Instant::now();
+            }
+            if !any {
+                if self.sender.is_closed() {
+                    return Ok(());
+                }
+                tokio::time::sleep(IDLE_POLL).await;
+            }
+        }
+    }
+
+    /// The table's stream, which must show new and old images.
+    async fn stream_arn(&self) -> Result<String, KvError> {
+        let table = self
+            .kv
+            .client()
+            .describe_table(self.kv.table_name())
+            .await?;
+        match (table.latest_stream_arn, table.stream_view_type) {
+            (Some(arn), Some(crate::dynamo::StreamViewType::NewAndOldImages)) => Ok(arn),
+            _ => Err(KvError::WatchLost {
+                problem: format!(
+                    "table {} has no stream of new and old images: run `DynamoKv::ensure_table` (or `dynacommit kv` once) to turn it on",
+                    self.kv.table_name()
+                ),
+            }),
+        }
+    }
+
+    async fn describe(&self, stream: &str) -> Result<Vec<Shard>, KvError> {
+        Ok(self.kv.client().describe_stream(stream).await?.shards)
+    }
+
+    /// Starts reading `shard` at `position`.
+    async fn open(
+        &mut self,
+        stream: &str,
+        shard: &str,
+        position: ShardPosition,
+    ) -> Result<(), KvError> {
+        let iterator = self
+            .kv
+            .client()
+            .get_shard_iterator(stream, shard, position)
+            .await
+            .map_err(lost)?;
+        self.position
+            .shards
+            .insert(shard.to_owned(), Resume::Iterator(iterator.clone()));
+        self.iterators.insert(shard.to_owned(), iterator);
+        Ok(())
+    }
+
+    /// Starts the shards that appeared since: each from its beginning, once its parent has
+    /// been read to its end (or is gone from the stream, past its 24 hours).
+    async fn adopt_new_shards(&mut self, stream: &str) -> Result<(), KvError> {
+        let shards = self.describe(stream).await?;
+        let known: BTreeSet<&str> = shards.iter().map(|s| s.shard_id.as_str()).collect();
+        let mut start = Vec::new();
+        for shard in &shards {
+            let id = &shard.shard_id;
+            if self.position.done.contains(id) || self.iterators.contains_key(id) {
+                continue;
+            }
+            let parent_pending = shard
+                .parent_shard_id
+                .as_ref()
+                .is_some_and(|p| known.contains(p.as_str()) && !self.position.done.contains(p));
+            if parent_pending {
+                if let Some(parent) = &shard.parent_shard_id {
+                    self.waiting.insert(id.clone(), parent.clone());
+                }
+            } else {
+                start.push(id.clone());
+            }
+        }
+        for id in start {
+            self.waiting.remove(&id);
+            self.open(stream, &id, ShardPosition::TrimHorizon).await?;
+        }
+        // Forget finished shards the stream no longer has: nothing can refer to them.
+        self.position.done.retain(|id| known.contains(id.as_str()));
+        Ok(())
+    }
+
+    /// One page of `shard`.
+    async fn poll(&mut self, shard: &str) -> Result<Polled, KvError> {
+        let Some(iterator) = self.iterators.get(shard).cloned() else {
+            return Ok(Polled::Records(0));
+        };
+        let page = self
+            .kv
+            .client()
+            .get_records(&iterator, Some(1000))
+            .await
+            .map_err(lost)?;
+        let count = page.records.len();
+        for record in page.records {
+            let seq = record.sequence_number.clone();
+            let event = self.event(record);
+            self.position
+                .shards
+                .insert(shard.to_owned(), Resume::After(seq));
+            if let Some(kind) = event
+                && self.send(kind).await.is_err()
+            {
+                return Ok(Polled::Stopped);
+            }
+        }
+        match page.next_shard_iterator {
+            Some(next) => {
+                if let Some(Resume::Iterator(at)) = self.position.shards.get_mut(shard) {
+                    // Nothing handed out from this shard yet: keep the newest place.
+                    *at = next.clone();
+                }
+                self.iterators.insert(shard.to_owned(), next);
+                Ok(Polled::Records(count))
+            }
+            None => {
+                self.iterators.remove(shard);
+                self.position.shards.remove(shard);
+                self.position.done.insert(shard.to_owned());
+                Ok(Polled::Closed)
+            }
+        }
+    }
+
+    /// What a record means to this watch, if anything.
+    fn event(&self, record: StreamRecord) -> Option<EventKind> {
+        let key = self.kv.decode_record_key(&record.keys)?;
+        if !key.starts_with(&self.prefix) {
+            return None;
+        }
+        match record.event_name {
+            EventName::Insert | EventName::Modify => {
+                let image = record.new_image?;
+                // A sweep marks an entry before deleting it: the mark is no change.
+                if image.contains_key(super::dynamo::SWEPT) {
+                    return None;
+                }
+                self.kv.decode_image(&image).map(EventKind::Put)
+            }
+            EventName::Remove => {
+                let swept = record
+                    .old_image
+                    .as_ref()
+                    .is_some_and(|old| old.contains_key(super::dynamo::SWEPT));
+                if swept || record.by_ttl {
+                    Some(EventKind::Expired { key })
+                } else {
+                    Some(EventKind::Deleted { key })
+                }
+            }
+            EventName::Other(_) => None,
+        }
+    }
+
+    async fn send(&self, kind: EventKind) -> Result<(), Gone> {
+        let event = WatchEvent {
+            kind,
+            checkpoint: self.position.checkpoint(),
+        };
+        self.sender.send(Ok(event)).await.map_err(|_| Gone)
+    }
+}
+
+enum Polled {
+    Records(usize),
+    Closed,
+    Stopped,
+}
+
+/// A read of the stream that can no longer go on from where it was.
+fn lost(e: DynamoError) -> KvError {
+    if e.is_expired_iterator() {
+        KvError::WatchLost {
+            problem: "the checkpoint's shard iterator is over 15 minutes old (no event came from that shard since): start a new watch and re-read".into(),
+        }
+    } else if e.is_trimmed() {
+        KvError::WatchLost {
+            problem: "the checkpoint points before the oldest record the stream keeps (24 hours): start a new watch and re-read".into(),
+        }
+    } else {
+        e.into()
+    }
+}
