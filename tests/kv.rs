@@ -712,3 +712,56 @@ async fn ranges_cross_folders_in_key_order(kv: Arc<dyn KvStore>) {
         vec![b"r/b/y/z".to_vec(), b"r/b0".to_vec(), b"r/ba".to_vec()]
     );
 }
+
+/// Storage and its leader lock in one table, as a Vault user runs them: lock records live
+/// beside the entries without showing in listings, ranges or watches, and the lock still
+/// excludes a second holder.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_table_holds_the_store_and_its_leader_lock() {
+    use dynacommit::lease::{DynamoLeaseTable, LeaseManager};
+    use dynacommit::lock::{LockClient, default_lock_config};
+
+    let client = common::dynamodb().await;
+    let table = common::unique_name("kv-and-lock");
+    let kv: Arc<dyn KvStore> = {
+        let kv = DynamoKv::new(client.clone(), &table);
+        kv.ensure_table().await.unwrap();
+        Arc::new(kv)
+    };
+    let locks = || {
+        let mut config = default_lock_config();
+        config.table = table.clone();
+        let leases = DynamoLeaseTable::in_kv_table(client.clone(), &table);
+        LockClient::with_leases(LeaseManager::new(Arc::new(leases), config).unwrap())
+    };
+    let mut watch = kv.watch(b"", None);
+    assert_eq!(next_event(&mut watch).await.kind, EventKind::Ready);
+    let mut leader = locks().acquire("core/lock", "node-a").await.unwrap();
+    assert!(matches!(
+        locks().try_acquire("core/lock", "node-b").await,
+        Ok(None)
+    ));
+    kv.put(b"core/data", b("1"), None).await.unwrap();
+    assert_eq!(
+        names(&kv, "").await,
+        ["core/"],
+        "no lock record in the listing"
+    );
+    assert_eq!(names(&kv, "core/").await, ["data"]);
+    assert_eq!(kv.range(b"", b"", None).await.unwrap().len(), 1);
+    let event = next_event(&mut watch).await;
+    assert_eq!(
+        event.key(),
+        Some(&b"core/data"[..]),
+        "the lock's writes are not events"
+    );
+    let state = locks().value("core/lock").await.unwrap();
+    assert!(format!("{state:?}").contains("node-a"), "{state:?}");
+    leader.release().await.unwrap();
+    let taken = locks().try_acquire("core/lock", "node-b").await.unwrap();
+    assert!(taken.is_some(), "released: the other node takes it");
+    assert!(matches!(
+        DynamoKv::new(client, &table).with_namespace(dynacommit::lease::LEASE_NAMESPACE),
+        Err(KvError::InvalidKey { .. })
+    ));
+}

@@ -168,12 +168,19 @@ impl DynamoKv {
     }
 
     /// Keeps this store's items apart from other stores' in the same table. Non-empty,
-    /// without zero bytes.
+    /// without zero bytes, and not [`LEASE_NAMESPACE`](crate::lease::LEASE_NAMESPACE).
     pub fn with_namespace(mut self, namespace: &str) -> Result<Self, KvError> {
         if namespace.is_empty() || namespace.contains('\0') || namespace.len() > 512 {
             return Err(KvError::InvalidKey {
                 key: namespace.escape_default().to_string(),
                 problem: "a namespace must be 1 to 512 bytes without zero bytes".into(),
+            });
+        }
+        if namespace == crate::lease::LEASE_NAMESPACE {
+            return Err(KvError::InvalidKey {
+                key: namespace.to_owned(),
+                problem: "that namespace holds the lease records of a shared table: pick another"
+                    .into(),
             });
         }
         self.namespace = namespace.as_bytes().to_vec();

@@ -41,14 +41,62 @@ pub const BROKEN_BY_OPERATOR: &str = "broken-by-operator";
 pub struct DynamoLeaseTable {
     client: DynamoClient,
     table: String,
+    layout: Layout,
 }
 
+/// How records are keyed in the table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Layout {
+    /// object_store 0.12's DynamoCommit schema: hash `path`, range `etag`, both strings.
+    Commit,
+    /// The key-value store's schema ([`DynamoKv`](crate::kv::DynamoKv)): binary `pk` =
+    /// [`LEASE_NAMESPACE`], a zero byte and the path; binary `sk` = the etag. `path` and
+    /// `etag` are kept as plain attributes too, so records read the same in both layouts.
+    Shared,
+}
+
+/// The namespace of lease records in a table shared with the key-value store; no
+/// [`DynamoKv`](crate::kv::DynamoKv) may use it.
+pub const LEASE_NAMESPACE: &str = "dynacommit.lease";
+
 impl DynamoLeaseTable {
-    /// Leases in `table`, reached through `client`.
+    /// Leases in `table`, reached through `client`, in object_store 0.12's schema.
     pub fn new(client: DynamoClient, table: impl Into<String>) -> Self {
         Self {
             client,
             table: table.into(),
+            layout: Layout::Commit,
+        }
+    }
+
+    /// Leases in the table of a [`DynamoKv`](crate::kv::DynamoKv), beside its entries, so
+    /// that one table holds a service's storage and its leader lock (as Vault's storage and
+    /// HA backends on one DynamoDB table). Not for commit leases shared with object_store
+    /// 0.12.5 writers, which know only [`new`](Self::new)'s schema.
+    ///
+    /// ```no_run
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// use std::sync::Arc;
+    /// use dynacommit::dynamo::DynamoClient;
+    /// use dynacommit::kv::DynamoKv;
+    /// use dynacommit::lease::{DynamoLeaseTable, LeaseManager};
+    /// use dynacommit::lock::{LockClient, default_lock_config};
+    ///
+    /// let client = DynamoClient::builder().from_env().build()?;
+    /// let kv = DynamoKv::new(client.clone(), "vault");
+    /// kv.ensure_table().await?;
+    /// let mut config = default_lock_config();
+    /// config.table = "vault".into();
+    /// let table = DynamoLeaseTable::in_kv_table(client, "vault");
+    /// let locks = LockClient::with_leases(LeaseManager::new(Arc::new(table), config)?);
+    /// let leader = locks.acquire("core/lock", "node-1").await?;
+    /// # let _ = leader; Ok(()) }
+    /// ```
+    pub fn in_kv_table(client: DynamoClient, table: impl Into<String>) -> Self {
+        Self {
+            client,
+            table: table.into(),
+            layout: Layout::Shared,
         }
     }
 
@@ -65,16 +113,22 @@ impl DynamoLeaseTable {
     /// Creates the table if it is missing, with TTL on `ttl`; see
     /// [`DynamoClient::ensure_table`].
     pub async fn ensure_table(&self) -> Result<EnsureReport, DynamoError> {
-        self.client
-            .ensure_table(&TableSpec::commit_leases(&self.table))
-            .await
+        let spec = match self.layout {
+            Layout::Commit => TableSpec::commit_leases(&self.table),
+            Layout::Shared => crate::kv::DynamoKv::table_spec(&self.table),
+        };
+        self.client.ensure_table(&spec).await
     }
 
     /// A scan of the records whose path starts with `prefix` (all of them if empty).
     fn scan_from(&self, prefix: &str) -> Scan {
         let scan = Scan::new(&self.table);
         if prefix.is_empty() {
-            return scan;
+            // A shared table holds key-value entries too: only items with a path.
+            return match self.layout {
+                Layout::Commit => scan,
+                Layout::Shared => scan.filter("attribute_exists(#pk)").name("#pk", "path"),
+            };
         }
         scan.filter("begins_with(#pk, :prefix)")
             .name("#pk", "path")
@@ -119,9 +173,14 @@ impl DynamoLeaseTable {
 
     /// Every lease record of one path (one per expected ETag).
     pub async fn records_at(&self, path: &str) -> Result<Vec<LeaseRecord>, TableError> {
-        let query = Query::new(&self.table, "#pk = :path")
-            .name("#pk", "path")
-            .value(":path", path);
+        let query = match self.layout {
+            Layout::Commit => Query::new(&self.table, "#pk = :path")
+                .name("#pk", "path")
+                .value(":path", path),
+            Layout::Shared => Query::new(&self.table, "#pk = :pk")
+                .name("#pk", "pk")
+                .value(":pk", AttributeValue::B(shared_partition(path))),
+        };
         self.client
             .query_all(query)
             .await?
@@ -169,13 +228,41 @@ impl DynamoLeaseTable {
         }
     }
 
-    fn key(path: &str, etag: &str) -> Item {
-        [
-            ("path".to_owned(), AttributeValue::from(path)),
-            ("etag".to_owned(), AttributeValue::from(etag)),
-        ]
-        .into()
+    fn key(&self, path: &str, etag: &str) -> Item {
+        match self.layout {
+            Layout::Commit => [
+                ("path".to_owned(), AttributeValue::from(path)),
+                ("etag".to_owned(), AttributeValue::from(etag)),
+            ]
+            .into(),
+            Layout::Shared => [
+                ("pk".to_owned(), AttributeValue::B(shared_partition(path))),
+                (
+                    "sk".to_owned(),
+                    AttributeValue::B(bytes::Bytes::copy_from_slice(etag.as_bytes())),
+                ),
+            ]
+            .into(),
+        }
     }
+
+    /// The item a record is stored as.
+    fn item(&self, record: &LeaseRecord) -> Item {
+        let mut item = to_item(record);
+        if self.layout == Layout::Shared {
+            item.extend(self.key(&record.path, &record.etag));
+        }
+        item
+    }
+}
+
+/// The partition of lease records of `path` in a shared table.
+fn shared_partition(path: &str) -> bytes::Bytes {
+    let mut pk = Vec::with_capacity(LEASE_NAMESPACE.len() + 1 + path.len());
+    pk.extend_from_slice(LEASE_NAMESPACE.as_bytes());
+    pk.push(0);
+    pk.extend_from_slice(path.as_bytes());
+    bytes::Bytes::from(pk)
 }
 
 /// Building a lease manager on DynamoDB from settings failed.
@@ -226,7 +313,17 @@ impl super::LeaseManager {
 
 /// The item a record is stored as.
 pub(crate) fn to_item(record: &LeaseRecord) -> Item {
-    let mut item = DynamoLeaseTable::key(&record.path, &record.etag);
+    let mut item: Item = [
+        (
+            "path".to_owned(),
+            AttributeValue::from(record.path.as_str()),
+        ),
+        (
+            "etag".to_owned(),
+            AttributeValue::from(record.etag.as_str()),
+        ),
+    ]
+    .into();
     let timeout_ms = u64::try_from(record.timeout.as_millis()).unwrap_or(u64::MAX);
     item.extend([
         (
@@ -331,9 +428,10 @@ pub(crate) fn from_item(item: &Item) -> Result<LeaseRecord, TableError> {
     })
 }
 
-/// The PutItem that writes `record` if `expect` holds.
-fn conditional_put(table: &str, record: &LeaseRecord, expect: &Expect) -> PutItem {
-    let put = PutItem::new(table, to_item(record))
+/// The PutItem that writes `item` (`record`'s) if `expect` holds. `path` is in every
+/// record's item, whatever the layout, so conditions name it as the key.
+fn conditional_put(table: &str, item: Item, expect: &Expect) -> PutItem {
+    let put = PutItem::new(table, item)
         .name("#pk", "path")
         .return_old_item_on_condition_failure();
     match expect {
@@ -379,7 +477,7 @@ fn conditional_put(table: &str, record: &LeaseRecord, expect: &Expect) -> PutIte
 #[async_trait]
 impl LeaseTable for DynamoLeaseTable {
     async fn put(&self, record: &LeaseRecord, expect: &Expect) -> Result<PutOutcome, TableError> {
-        let request = conditional_put(&self.table, record, expect);
+        let request = conditional_put(&self.table, self.item(record), expect);
         let error = match self.client.put_item(&request).await {
             Ok(_) => return Ok(PutOutcome::Written),
             Err(e) => e,
@@ -406,7 +504,7 @@ impl LeaseTable for DynamoLeaseTable {
     async fn get(&self, path: &str, etag: &str) -> Result<Option<LeaseRecord>, TableError> {
         let item = self
             .client
-            .get_item(&GetItem::new(&self.table, Self::key(path, etag)))
+            .get_item(&GetItem::new(&self.table, self.key(path, etag)))
             .await?;
         item.as_ref().map(from_item).transpose()
     }
@@ -513,7 +611,9 @@ mod tests {
 
     #[test]
     fn conditions_match_object_store_0_12_5_on_the_wire() {
-        let json = |expect| serde_json::to_value(conditional_put("t", &record(), &expect)).unwrap();
+        let json = |expect| {
+            serde_json::to_value(conditional_put("t", to_item(&record()), &expect)).unwrap()
+        };
         let absent = json(Expect::Absent);
         assert_eq!(absent["ConditionExpression"], "attribute_not_exists(#pk)");
         assert_eq!(absent["ExpressionAttributeNames"]["#pk"], "path");

@@ -18,7 +18,7 @@ mod table;
 
 pub use clock::{Clock, SystemClock};
 pub use config::{ConfigError, DEFAULT_TABLE, LeaseConfig, MAX_TIMEOUT, MAX_TTL};
-pub use dynamo::{BROKEN_BY_OPERATOR, DynamoLeaseTable, SetupError};
+pub use dynamo::{BROKEN_BY_OPERATOR, DynamoLeaseTable, LEASE_NAMESPACE, SetupError};
 pub use manager::{AcquireError, GuardError, Lease, LeaseError, LeaseManager, Waiting};
 pub use memory::MemoryLeaseTable;
 #[cfg(feature = "planted-bugs")]
