@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # The benchmarks of docs/benchmarks.md, in one command: starts the local services that are
 # not running, runs benches/protocols.rs (dynacommit, object_store 0.12.5's DynamoCommit,
-# the bare stores and SeaweedFS's native conditional PUT, side by side), and stops what it
-# started. DYNACOMMIT_BENCH_SCENARIOS=1,3 runs a subset; DYNACOMMIT_BENCH_SMOKE=1 runs tiny
+# the bare stores and SeaweedFS's native conditional PUT, side by side) and benches/kv.rs
+# (the key-value store's operations), and stops what it started. DYNACOMMIT_BENCH_SCENARIOS=1,3 runs a subset; DYNACOMMIT_BENCH_SMOKE=1 runs tiny
 # sizes (every scenario and its checks, timings meaningless: scripts/test.sh does).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-exec scripts/services.sh run -- cargo bench --quiet --bench protocols
+exec scripts/services.sh run -- sh -c 'cargo bench --quiet --bench protocols && cargo bench --quiet --bench kv'

@@ -41,7 +41,7 @@ for example in examples/*.rs; do
 done
 echo "== benchmark smoke run (every scenario and its checks, tiny sizes; timings mean nothing)"
 DYNACOMMIT_BENCH_SMOKE=1 timeout --kill-after=10s 5m \
-	cargo test --quiet --features planted-bugs --bench protocols >/dev/null
+	cargo test --quiet --features planted-bugs --bench protocols --bench kv >/dev/null
 echo "== README command 1"
 cargo run --quiet -- race
 echo "== doc tests"

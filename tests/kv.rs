@@ -65,6 +65,7 @@ on_both_stores!(
     odd_keys_round_trip_and_bad_ones_are_refused,
     transactions_are_atomic_and_name_the_failed_step,
     ranges_cross_folders_in_key_order,
+    folders_vanish_when_their_last_key_expires_however_it_got_its_expiry,
 );
 
 fn b(text: &str) -> Bytes {
@@ -764,4 +765,55 @@ async fn one_table_holds_the_store_and_its_leader_lock() {
         DynamoKv::new(client, &table).with_namespace(dynacommit::lease::LEASE_NAMESPACE),
         Err(KvError::InvalidKey { .. })
     ));
+}
+
+/// A folder is listed while it holds a live key: keys that got their expiry from a
+/// create, an overwrite, `keep_alive` or a transaction all take it away when they expire,
+/// while one key that never expires keeps it.
+async fn folders_vanish_when_their_last_key_expires_however_it_got_its_expiry(
+    kv: Arc<dyn KvStore>,
+) {
+    let soon = || SystemTime::now() + Duration::from_millis(700);
+    kv.put(b"f/created/k", b("1"), Some(soon())).await.unwrap();
+    kv.put(b"f/overwritten/k", b("1"), None).await.unwrap();
+    kv.put(b"f/overwritten/k", b("2"), Some(soon()))
+        .await
+        .unwrap();
+    kv.put(b"f/kept/k", b("1"), None).await.unwrap();
+    kv.keep_alive(b"f/kept/k", Some(soon())).await.unwrap();
+    kv.put(b"f/txn/k", b("1"), None).await.unwrap();
+    kv.transaction(vec![TxnOp::put(b"f/txn/k", b("2")).expires(soon())])
+        .await
+        .unwrap();
+    kv.put(b"f/mixed/short", b("1"), Some(soon()))
+        .await
+        .unwrap();
+    kv.put(b"f/mixed/long", b("1"), None).await.unwrap();
+    kv.put(b"f/renewed/k", b("1"), Some(soon())).await.unwrap();
+    kv.put(b"f/renewed/k", b("2"), None).await.unwrap();
+    assert_eq!(
+        names(&kv, "f/").await,
+        [
+            "created/",
+            "kept/",
+            "mixed/",
+            "overwritten/",
+            "renewed/",
+            "txn/"
+        ]
+    );
+    for k in [
+        "f/created/k",
+        "f/overwritten/k",
+        "f/kept/k",
+        "f/txn/k",
+        "f/mixed/short",
+    ] {
+        until_gone(&kv, k.as_bytes()).await;
+    }
+    assert_eq!(names(&kv, "f/").await, ["mixed/", "renewed/"]);
+    assert_eq!(names(&kv, "").await, ["f/"]);
+    kv.delete(b"f/mixed/long").await.unwrap();
+    kv.delete(b"f/renewed/k").await.unwrap();
+    assert!(names(&kv, "").await.is_empty());
 }

@@ -101,3 +101,88 @@ impl DynamoClient {
         Ok(())
     }
 }
+
+/// DynamoDB's limit of keys per BatchGetItem call.
+pub const BATCH_GET_MAX: usize = 100;
+
+#[derive(Serialize)]
+#[serde(rename_all = "PascalCase")]
+struct BatchGetRequest<'a> {
+    request_items: HashMap<&'a str, KeysAndAttributes>,
+}
+
+#[derive(Serialize, Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct KeysAndAttributes {
+    keys: Vec<Item>,
+    #[serde(default)]
+    consistent_read: bool,
+}
+
+#[derive(Deserialize)]
+#[serde(rename_all = "PascalCase")]
+struct BatchGetOutput {
+    #[serde(default)]
+    responses: HashMap<String, Vec<Item>>,
+    #[serde(default)]
+    unprocessed_keys: HashMap<String, KeysAndAttributes>,
+}
+
+impl DynamoClient {
+    /// The items at `keys` of `table`, read consistently, in calls of [`BATCH_GET_MAX`],
+    /// asking again for what DynamoDB leaves unprocessed, with the client's backoff and
+    /// within one [`call_deadline`](super::RetryConfig::call_deadline). The answer is in no
+    /// particular order, and holds no entry for a key without an item: match items to
+    /// keys by their key attributes.
+    pub async fn batch_get_item(
+        &self,
+        table: &str,
+        keys: &[Item],
+    ) -> Result<Vec<Item>, DynamoError> {
+        let retry = self.retry_config();
+        let deadline = self.deadline("batch_get_item");
+        let mut items = Vec::with_capacity(keys.len());
+        for chunk in keys.chunks(BATCH_GET_MAX) {
+            let started = Instant::now();
+            let mut pending = chunk.to_vec();
+            let mut attempts = 0;
+            while !pending.is_empty() {
+                attempts += 1;
+                let request = BatchGetRequest {
+                    request_items: [(
+                        table,
+                        KeysAndAttributes {
+                            keys: std::mem::take(&mut pending),
+                            consistent_read: true,
+                        },
+                    )]
+                    .into(),
+                };
+                let output: BatchGetOutput =
+                    self.call_by("BatchGetItem", &request, &deadline).await?;
+                items.extend(output.responses.into_values().flatten());
+                pending = output
+                    .unprocessed_keys
+                    .into_values()
+                    .flat_map(|k| k.keys)
+                    .collect();
+                if pending.is_empty() {
+                    break;
+                }
+                let incomplete = DynamoError::BatchIncomplete {
+                    unprocessed: pending.len(),
+                    total: keys.len(),
+                    attempts,
+                };
+                let Some(delay) = retry.next_delay(attempts, started) else {
+                    return Err(incomplete);
+                };
+                if delay >= deadline.remaining() {
+                    return Err(deadline.exceeded(Some(incomplete), false));
+                }
+                tokio::time::sleep(delay).await;
+            }
+        }
+        Ok(items)
+    }
+}

@@ -54,6 +54,8 @@ struct Inner {
     region: String,
     credentials: AwsCredentialProvider,
     retry: RetryConfig,
+    /// Requests sent by this client and its clones, retries included.
+    requests: std::sync::atomic::AtomicU64,
 }
 
 impl std::fmt::Debug for DynamoClient {
@@ -144,6 +146,14 @@ impl DynamoClient {
     /// The retry policy in force.
     pub fn retry_config(&self) -> &RetryConfig {
         &self.inner.retry
+    }
+
+    /// How many HTTP requests this client (and every clone of it) has sent, retries
+    /// included: for counting the round trips an operation costs.
+    pub fn requests_sent(&self) -> u64 {
+        self.inner
+            .requests
+            .load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// A deadline for public call `call`, starting now, of the retry policy's
@@ -378,6 +388,9 @@ impl DynamoClient {
             body,
             SystemTime::now(),
         )?;
+        inner
+            .requests
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mut request = inner.http.post(url).timeout(timeout).body(body.clone());
         for (name, value) in headers {
             request = request.header(HeaderName::from_static(name), header_value(name, value)?);
@@ -650,6 +663,7 @@ impl DynamoClientBuilder {
                 region,
                 credentials,
                 retry: self.retry,
+                requests: std::sync::atomic::AtomicU64::new(0),
             }),
         })
     }

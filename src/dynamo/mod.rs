@@ -21,7 +21,7 @@ mod table;
 mod transact;
 
 pub use attr::{AttributeValue, Item};
-pub use batch::{BATCH_WRITE_MAX, WriteRequest};
+pub use batch::{BATCH_GET_MAX, BATCH_WRITE_MAX, WriteRequest};
 pub use client::{DynamoClient, DynamoClientBuilder};
 pub use error::{CancellationReason, DynamoError};
 pub use item::{

@@ -70,7 +70,7 @@ const DELETE_BATCH: usize = 25;
 /// use dynacommit::kv::{DynamoKv, KvStore};
 ///
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
-/// let client = DynamoClient::builder().from_env().build()?;
+/// let client = dynacommit::dynamo::DynamoClientBuilder::from_env().build()?;
 /// let kv = DynamoKv::new(client, "vault-storage");
 /// kv.ensure_table().await?;
 /// kv.put(b"sys/token/id/abc", Bytes::from("..."), None).await?;
@@ -351,6 +351,20 @@ impl DynamoKv {
             .get_item(&GetItem::new(&self.table, self.key_of(key)))
             .await?;
         item.as_ref().map(|i| self.stored(i)).transpose()
+    }
+
+    /// The items at `keys` (expired or not), read consistently in one BatchGetItem.
+    async fn read_many<'k>(
+        &self,
+        keys: &[&'k [u8]],
+    ) -> Result<HashMap<&'k [u8], Option<Stored>>, KvError> {
+        let requested: Vec<Item> = keys.iter().map(|k| self.key_of(k)).collect();
+        let mut found: HashMap<Vec<u8>, Stored> = HashMap::new();
+        for item in self.client.batch_get_item(&self.table, &requested).await? {
+            let stored = self.stored(&item)?;
+            found.insert(stored.key.clone(), stored);
+        }
+        Ok(keys.iter().map(|k| (*k, found.remove(*k))).collect())
     }
 
     /// `delta` on one shard of each folder `key` sits in.
@@ -834,17 +848,20 @@ impl KvStore for DynamoKv {
                 .is_ok()
             {
                 return Ok(revision);
+            } else if matches!(condition, Condition::Always)
+                && self
+                    .create_new(key, item.clone(), expiring)
+                    .await?
+                    .is_some()
+            {
+                // Most often an overwrite is refused for want of an item: create it.
+                return Ok(revision);
             }
             // Refused: find out why from the item itself.
             let Some(before) = self.read(key).await? else {
                 match condition {
-                    Condition::Always => {
-                        if self.create_new(key, item, expiring).await?.is_some() {
-                            return Ok(revision);
-                        }
-                        continue;
-                    }
-                    Condition::Absent => continue,
+                    // Gone again since the create was refused: start over.
+                    Condition::Always | Condition::Absent => continue,
                     _ => return Err(condition.failure(key)),
                 }
             };
@@ -1134,9 +1151,8 @@ impl KvStore for DynamoKv {
         for attempt in 1..=ATTEMPTS {
             // Read every key, run the steps on what is live, and pin each key's change to
             // its item as read: the transaction applies only if none of them changed.
-            let reads = futures::future::try_join_all(keys.iter().map(|k| self.read(k))).await?;
+            let stored = self.read_many(&keys).await?;
             let now = unix_ms(SystemTime::now());
-            let stored: HashMap<&[u8], Option<Stored>> = keys.iter().copied().zip(reads).collect();
             let live = stored
                 .iter()
                 .map(|(k, s)| {

@@ -82,7 +82,7 @@ impl DynamoLeaseTable {
     /// use dynacommit::lease::{DynamoLeaseTable, LeaseManager};
     /// use dynacommit::lock::{LockClient, default_lock_config};
     ///
-    /// let client = DynamoClient::builder().from_env().build()?;
+    /// let client = dynacommit::dynamo::DynamoClientBuilder::from_env().build()?;
     /// let kv = DynamoKv::new(client.clone(), "vault");
     /// kv.ensure_table().await?;
     /// let mut config = default_lock_config();
