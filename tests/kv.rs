@@ -662,6 +662,20 @@ async fn transactions_are_atomic_and_name_the_failed_step(kv: Arc<dyn KvStore>) 
         kv.get(b"t/new").await.unwrap().unwrap().revision,
         revisions[1].clone().unwrap()
     );
+    let too_big = (0..11)
+        .map(|i| {
+            TxnOp::put(
+                format!("t/big{i}").as_bytes(),
+                Bytes::from(vec![0; VALUE_MAX]),
+            )
+        })
+        .collect();
+    match kv.transaction(too_big).await {
+        Err(e @ KvError::InvalidTransaction { .. }) => {
+            assert!(e.to_string().contains("bytes"), "{e}")
+        }
+        other => panic!("{other:?}"),
+    }
     let too_many = (0..101)
         .map(|i| TxnOp::put(format!("t/{i}").as_bytes(), b("x")))
         .collect();

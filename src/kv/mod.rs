@@ -35,6 +35,8 @@ mod error;
 pub mod key;
 mod memory;
 mod txn;
+
+pub use txn::TRANSACTION_BYTES_MAX;
 mod types;
 mod watch;
 

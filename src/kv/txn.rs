@@ -93,6 +93,10 @@ pub(crate) fn conflict(index: usize, op: &TxnOp) -> KvError {
     }
 }
 
+/// The most key and value bytes one transaction writes: DynamoDB's 4 MB per transaction,
+/// less room for the other attributes of up to 100 items.
+pub const TRANSACTION_BYTES_MAX: usize = 4_000_000 - 100 * 1024;
+
 /// What every store checks of a transaction before touching anything.
 pub(crate) fn check(ops: &[TxnOp], namespace_len: usize) -> Result<(), KvError> {
     if ops.is_empty() {
@@ -108,11 +112,22 @@ pub(crate) fn check(ops: &[TxnOp], namespace_len: usize) -> Result<(), KvError> 
             ),
         });
     }
+    let mut bytes = 0;
     for op in ops {
         match &op.action {
-            TxnAction::Put { value, .. } => check_write(&op.key, value, namespace_len)?,
+            TxnAction::Put { value, .. } => {
+                check_write(&op.key, value, namespace_len)?;
+                bytes += value.len() + op.key.len();
+            }
             TxnAction::Delete | TxnAction::Check => key::validate(&op.key, namespace_len)?,
         }
+    }
+    if bytes > TRANSACTION_BYTES_MAX {
+        return Err(KvError::InvalidTransaction {
+            problem: format!(
+                "its keys and values come to {bytes} bytes, over the {TRANSACTION_BYTES_MAX} one DynamoDB transaction carries: split it"
+            ),
+        });
     }
     Ok(())
 }
