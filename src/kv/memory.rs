@@ -101,6 +101,62 @@ impl MemoryKv {
         }
     }
 
+    /// A store holding `entries`, as [`snapshot`](Self::snapshot) gave them: each keeps
+    /// its key, value, revision and expiry, so a conditional write made against the old
+    /// store's revisions works against this one. A key given twice keeps its last entry;
+    /// entries already expired are kept but absent, as in any store. Keys are taken as
+    /// they are, unchecked (a store only ever hands out keys it accepted). Watches see
+    /// only changes made after this: loading is no event.
+    ///
+    /// With [`snapshot`](Self::snapshot), this lets a process save the store and load it
+    /// again later (the CLI's embedded default keeps it in a file this way):
+    ///
+    /// ```
+    /// use bytes::Bytes;
+    /// use dynacommit::kv::{KvError, KvStore, MemoryKv};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), KvError> {
+    /// let kv = MemoryKv::new();
+    /// let rev = kv.put(b"config/limits", Bytes::from("10"), None).await?;
+    /// let saved = kv.snapshot();
+    ///
+    /// let loaded = MemoryKv::from_entries(saved);
+    /// let entry = loaded.get(b"config/limits").await?;
+    /// assert_eq!(entry.map(|e| e.revision), Some(rev.clone()));
+    /// loaded.conditional_update(b"config/limits", &rev, Bytes::from("20"), None).await?;
+    /// # Ok(())
+    /// # }
+    /// ```
+    pub fn from_entries(entries: impl IntoIterator<Item = Entry>) -> Self {
+        let kv = Self::new();
+        {
+            let mut state = kv.state();
+            for entry in entries {
+                let stored = Stored {
+                    value: entry.value,
+                    revision: entry.revision,
+                    expires_ms: entry.expires.map(unix_ms),
+                };
+                state.entries.insert(entry.key, stored);
+            }
+        }
+        kv
+    }
+
+    /// Every live entry, in key order: what [`from_entries`](Self::from_entries) takes
+    /// to rebuild the store. Expired entries are left out.
+    pub fn snapshot(&self) -> Vec<Entry> {
+        let now = unix_ms(SystemTime::now());
+        let state = self.state();
+        state
+            .entries
+            .iter()
+            .filter(|(_, s)| s.is_live(now))
+            .map(|(k, s)| s.entry(k))
+            .collect()
+    }
+
     fn state(&self) -> MutexGuard<'_, State> {
         // A panic while holding the lock cannot leave the map half-written (every change
         // is one insert or remove), so a poisoned lock is still a consistent map.

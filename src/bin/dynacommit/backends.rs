@@ -3,7 +3,8 @@
 use std::sync::Arc;
 
 use clap::Args;
-use dynacommit::dynamo::DynamoClientBuilder;
+use dynacommit::dynamo::{DynamoClient, DynamoClientBuilder, DynamoError, EnsureReport};
+use dynacommit::kv::DynamoKv;
 use dynacommit::lease::{DynamoLeaseTable, LeaseConfig, LeaseTable, MemoryLeaseTable};
 use object_store::aws::{AmazonS3Builder, AwsCredentialProvider};
 use object_store::local::LocalFileSystem;
@@ -32,7 +33,8 @@ pub struct BackendArgs {
     /// DynamoDB endpoint (else AWS_ENDPOINT_URL_DYNAMODB, AWS_ENDPOINT_URL, or AWS's own).
     #[arg(long, global = true, help_heading = "Where leases and objects live")]
     pub dynamodb_endpoint: Option<String>,
-    /// Use DynamoDB (AWS's own, in AWS_REGION, unless an endpoint is set) for the leases.
+    /// Use DynamoDB (AWS's own, in AWS_REGION, unless an endpoint is set) for the leases
+    /// (and for `kv`'s keys).
     #[arg(
         long,
         global = true,
@@ -40,10 +42,11 @@ pub struct BackendArgs {
         conflicts_with = "embedded"
     )]
     pub dynamodb: bool,
-    /// Use the in-process lease table even where DynamoDB is configured.
+    /// Use the in-process lease table (for `kv`, the local file) even where DynamoDB is
+    /// configured.
     #[arg(long, global = true, help_heading = "Where leases and objects live")]
     pub embedded: bool,
-    /// Create the lease (or lock) table if it is missing, also outside loopback endpoints
+    /// Create the lease (lock, key-value) table if it is missing, also outside loopback endpoints
     /// (dynacommit creates tables unasked only on 127.0.0.1 or localhost).
     #[arg(long, global = true, help_heading = "Where leases and objects live")]
     pub create_table: bool,
@@ -174,8 +177,37 @@ impl BackendArgs {
         }
     }
 
+    /// The DynamoDB client for the key-value table if DynamoDB was asked for (`table_named`:
+    /// the flag or variable that named the table, if one did), with the reason; `None` for
+    /// the embedded default.
+    pub fn kv_client(
+        &self,
+        table_named: Option<&'static str>,
+    ) -> Result<Option<(DynamoClient, &'static str)>, Fail> {
+        match self.dynamodb_reason(table_named) {
+            Some(reason) => Ok(Some((self.open_client()?, reason))),
+            None => Ok(None),
+        }
+    }
+
+    /// The AWS_REGION-like variable set while no DynamoDB was asked for, if any: worth a
+    /// note, since the user may have expected DynamoDB.
+    pub fn region_without_dynamodb(&self, table_named: Option<&'static str>) -> Option<&str> {
+        if self.embedded || self.dynamodb_reason(table_named).is_some() {
+            return None;
+        }
+        ["AWS_REGION", "AWS_DEFAULT_REGION"]
+            .into_iter()
+            .find(|name| env(name).is_some())
+    }
+
     /// The client's settings come from flags and the environment: its errors are usage.
     fn open_dynamo(&self, name: &str) -> Result<DynamoLeaseTable, Fail> {
+        Ok(DynamoLeaseTable::new(self.open_client()?, name))
+    }
+
+    /// The DynamoDB client, from flags and the environment: its errors are usage.
+    fn open_client(&self) -> Result<DynamoClient, Fail> {
         let mut builder = DynamoClientBuilder::from_env();
         // Explicit keys sign as before; otherwise AWS's standard credential chain.
         if (env("AWS_ACCESS_KEY_ID").is_none() || env("AWS_SECRET_ACCESS_KEY").is_none())
@@ -192,18 +224,16 @@ impl BackendArgs {
         }
         let client = builder.build().map_err(|e| match e {
             // The library's words name its own methods; a CLI user sets variables.
-            dynacommit::dynamo::DynamoError::Config(m) if m.starts_with("no credentials") => {
-                Fail::Usage(
-                    "no AWS credentials for DynamoDB: set AWS_ACCESS_KEY_ID and \
+            DynamoError::Config(m) if m.starts_with("no credentials") => Fail::Usage(
+                "no AWS credentials for DynamoDB: set AWS_ACCESS_KEY_ID and \
                      AWS_SECRET_ACCESS_KEY (and AWS_SESSION_TOKEN for temporary ones), or run \
                      where AWS's credential chain finds some (AWS_WEB_IDENTITY_TOKEN_FILE with \
                      AWS_ROLE_ARN, a container's credentials, instance metadata)"
-                        .to_owned(),
-                )
-            }
+                    .to_owned(),
+            ),
             e => Fail::Usage(e.to_string()),
         })?;
-        Ok(DynamoLeaseTable::new(client, name))
+        Ok(client)
     }
 
     /// The table `name` in DynamoDB, for commands that have nothing to do without one: the
@@ -226,23 +256,43 @@ impl BackendArgs {
     /// endpoint or with --create-table; elsewhere (AWS) only checks, and says how to
     /// create it when it is missing.
     pub async fn prepare_table(&self, table: &DynamoLeaseTable) -> Result<(), Fail> {
-        let endpoint = table.client().endpoint().to_owned();
+        let name = table.table_name();
+        let how =
+            format!("run `dynacommit table create --table {name}` once, or pass --create-table");
+        self.prepare(table.client(), name, table.ensure_table(), &how)
+            .await
+    }
+
+    /// Makes sure the key-value table exists, as [`prepare_table`](Self::prepare_table)
+    /// does for the lease table.
+    pub async fn prepare_kv_table(&self, kv: &DynamoKv) -> Result<(), Fail> {
+        let how = "pass --create-table once (any `dynacommit kv` command creates it then, \
+                   with its TTL and stream)";
+        self.prepare(kv.client(), kv.table_name(), kv.ensure_table(), how)
+            .await
+    }
+
+    /// Creates the table `name` with `ensure` on a loopback endpoint or with
+    /// --create-table; elsewhere only checks it exists, and says `how` to create it.
+    async fn prepare(
+        &self,
+        client: &DynamoClient,
+        name: &str,
+        ensure: impl Future<Output = Result<EnsureReport, DynamoError>>,
+        how: &str,
+    ) -> Result<(), Fail> {
+        let endpoint = client.endpoint().to_owned();
         if self.create_table || is_loopback(&endpoint) {
-            table.ensure_table().await.map_err(|e| e.to_string())?;
+            ensure.await.map_err(|e| e.to_string())?;
             return Ok(());
         }
-        match table.client().describe_table(table.table_name()).await {
+        match client.describe_table(name).await {
             Ok(_) => Ok(()),
             Err(e) if e.code() == Some("ResourceNotFoundException") => Err(Fail::Usage(format!(
                 "the table {name} does not exist in DynamoDB at {endpoint}, and dynacommit \
-                 creates tables outside loopback endpoints only when told to: run \
-                 `dynacommit table create --table {name}` once, or pass --create-table",
-                name = table.table_name()
+                 creates tables outside loopback endpoints only when told to: {how}"
             ))),
-            Err(e) => Err(Fail::Failure(format!(
-                "cannot check the table {}: {e}",
-                table.table_name()
-            ))),
+            Err(e) => Err(Fail::Failure(format!("cannot check the table {name}: {e}"))),
         }
     }
 

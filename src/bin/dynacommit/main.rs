@@ -3,6 +3,8 @@
 mod backends;
 mod bench;
 mod fail;
+mod kv;
+mod kv_file;
 mod lease;
 mod lock;
 mod race;
@@ -98,6 +100,27 @@ enum Command {
          DynamoDB failed; 2 usage or configuration error; 130 interrupted before acquiring."
     ))]
     Lock(lock::LockCommand),
+    /// Get, put, delete, list and watch keys in the key-value store.
+    ///
+    /// The keys are in DynamoDB, or in a local file on the embedded default.
+    /// DynamoDB holds the keys when asked for, as for the leases (an endpoint, --dynamodb),
+    /// or when --kv-table or DYNACOMMIT_KV_TABLE names the table (default dynacommit-kv);
+    /// the table is created unasked only on loopback endpoints. Otherwise the keys are in
+    /// the file .dynacommit/kv.json (--kv-file, DYNACOMMIT_KV_FILE), locked while each
+    /// command runs so that commands run at the same time take turns. Keys and values are
+    /// shown as text when they are UTF-8, else escaped; with --json, as key and value, or
+    /// key_base64 and value_base64.
+    #[command(after_help = concat!(
+        "Examples:\n",
+        "  dynacommit kv put config/limits 20\n",
+        "  dynacommit kv get config/limits --json\n",
+        "  dynacommit kv list config/\n",
+        "  eval \"$(scripts/services.sh env)\"; dynacommit kv watch config/   # DynamoDB Local\n\n",
+        "Exit codes: 0 done; 1 the store refused (already exists, not found, revision \
+         mismatch) or failed; 2 usage or configuration error (a bad key, value, flag or \
+         file); 130 interrupted."
+    ))]
+    Kv(kv::KvArgs),
 }
 
 fn main() -> ExitCode {
@@ -141,6 +164,16 @@ async fn run(cli: Cli) -> ExitCode {
             dropped_on_interrupt(lease::run(backends, command, cli.json), &interrupt).await
         }
         Command::Lock(command) => lock::run(backends, command, cli.json, interrupt.clone()).await,
+        Command::Kv(args) if args.is_watch() => {
+            kv::run(backends, args, cli.json, interrupt.clone()).await
+        }
+        Command::Kv(args) => {
+            dropped_on_interrupt(
+                kv::run(backends, args, cli.json, interrupt.clone()),
+                &interrupt,
+            )
+            .await
+        }
     };
     outcome.unwrap_or_else(fail::Fail::report)
 }
@@ -163,6 +196,14 @@ fn refuse_inert_flags(
             &[
                 ("--store", "locks keep no objects"),
                 ("--table", "name the lock table with --lock-table"),
+            ],
+        ),
+        Command::Kv(_) => (
+            "kv",
+            &[
+                ("--store", "keys are not objects"),
+                ("--table", "name the key-value table with --kv-table"),
+                ("--poll-ms", "it waits for no lease"),
             ],
         ),
         Command::Race(_) | Command::Bench(_) => return Ok(()),
