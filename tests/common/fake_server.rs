@@ -40,6 +40,14 @@ pub struct FakeServer {
 impl FakeServer {
     /// Starts a server that answers request `n` with `script(n, x_amz_target)`.
     pub async fn start(script: impl Fn(usize, &str) -> Reply + Send + Sync + 'static) -> Self {
+        Self::start_with_body(move |n, target, _body| script(n, target)).await
+    }
+
+    /// Starts a server that answers request `n` with `script(n, x_amz_target, body)`: for
+    /// fakes that answer by what was asked (a stateful model of a service).
+    pub async fn start_with_body(
+        script: impl Fn(usize, &str, &[u8]) -> Reply + Send + Sync + 'static,
+    ) -> Self {
         let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
         let url = format!("http://{}", listener.local_addr().unwrap());
         let requests = Arc::new(AtomicUsize::new(0));
@@ -139,7 +147,7 @@ async fn read_request(stream: &mut TcpStream) -> Option<Request> {
 async fn serve(
     mut stream: TcpStream,
     n: usize,
-    script: &(dyn Fn(usize, &str) -> Reply + Send + Sync),
+    script: &(dyn Fn(usize, &str, &[u8]) -> Reply + Send + Sync),
     forwarder: &reqwest::Client,
     seen: &std::sync::Mutex<Vec<String>>,
     signed: &std::sync::Mutex<Vec<String>>,
@@ -153,7 +161,7 @@ async fn serve(
         .lock()
         .unwrap()
         .push(request.header("authorization").to_owned());
-    let mut reply = script(n, &target);
+    let mut reply = script(n, &target, &request.body);
     while let Reply::Delayed(delay, inner) = reply {
         tokio::time::sleep(delay).await;
         reply = *inner;
