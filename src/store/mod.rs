@@ -1,13 +1,31 @@
 //! [`CommitStore`]: an `ObjectStore` whose conditional writes are made safe by leases.
+//!
+//! The wrapper exists once in source and is compiled for each `object_store` version
+//! dynacommit supports: 0.14 here ([`CommitStore`]), 0.13 in [`v013`](crate::v013) with
+//! the `object-store-013` feature. The two traits have the same shape; only the crate
+//! their types come from differs, so one macro body serves both, and the lease protocol
+//! itself lives in [`LeaseManager::run_guarded`](crate::lease::LeaseManager::run_guarded).
 
+/// The mark [`may_have_applied`] looks for: a write that was sent and whose outcome is
+/// unknown.
+#[derive(Debug, thiserror::Error)]
+#[error("{source} (the write may or may not have been applied)")]
+pub(crate) struct OutcomeUnknown {
+    pub(crate) source: Box<dyn std::error::Error + Send + Sync + 'static>,
+}
+
+/// The `CommitStore` type, its `ObjectStore` implementation and `may_have_applied`, for
+/// the `object_store` crate named `$os`, at the path `$at` in docs.
+macro_rules! commit_store {
+    ($os:ident, $at:literal) => {
 use std::ops::Range;
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures::stream::BoxStream;
-use object_store::path::Path;
-use object_store::{
+use $os::path::Path;
+use $os::{
     CopyMode, CopyOptions, GetOptions, GetResult, ListResult, MultipartUpload, ObjectMeta,
     ObjectStore, ObjectStoreExt, PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult,
     RenameOptions, RenameTargetMode, Result,
@@ -15,8 +33,9 @@ use object_store::{
 use tracing::Instrument;
 
 use crate::lease::{CREATE_ETAG, GuardError, LeaseError, LeaseManager};
+use crate::store::OutcomeUnknown;
 
-/// The name this wrapper gives in `object_store::Error::Generic`.
+#[doc = concat!(" The name this wrapper gives in `", stringify!($os), "::Error::Generic`.")]
 const STORE: &str = "dynacommit";
 
 /// Wraps any `ObjectStore` so that its conditional writes are safe even where the store
@@ -35,17 +54,17 @@ const STORE: &str = "dynacommit";
 /// ```
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// use std::sync::Arc;
-/// use dynacommit::CommitStore;
+#[doc = concat!(" use ", $at, "::CommitStore;")]
 /// use dynacommit::lease::{LeaseConfig, LeaseManager, MemoryLeaseTable};
-/// use object_store::memory::InMemory;
-/// use object_store::{ObjectStore, PutMode, path::Path};
+#[doc = concat!(" use ", stringify!($os), "::memory::InMemory;")]
+#[doc = concat!(" use ", stringify!($os), "::{ObjectStore, PutMode, path::Path};")]
 ///
 /// let leases = LeaseManager::new(Arc::new(MemoryLeaseTable::new()), LeaseConfig::default())?;
 /// let store = CommitStore::new(Arc::new(InMemory::new()), leases);
 /// let path = Path::from("_log/00000000000000000000.json");
 /// store.put_opts(&path, "commit 0".into(), PutMode::Create.into()).await?;
 /// let again = store.put_opts(&path, "rival".into(), PutMode::Create.into()).await;
-/// assert!(matches!(again, Err(object_store::Error::AlreadyExists { .. })));
+#[doc = concat!(" assert!(matches!(again, Err(", stringify!($os), "::Error::AlreadyExists { .. })));")]
 /// # Ok(()) }
 /// ```
 pub struct CommitStore {
@@ -72,9 +91,9 @@ impl CommitStore {
     ///
     /// ```
     /// # use std::sync::Arc;
-    /// # use dynacommit::{CommitStore, lease::{LeaseConfig, LeaseManager, MemoryLeaseTable}};
+    #[doc = concat!(" # use ", $at, "::CommitStore; use dynacommit::lease::{LeaseConfig, LeaseManager, MemoryLeaseTable};")]
     /// # let leases = LeaseManager::new(Arc::new(MemoryLeaseTable::new()), LeaseConfig::default()).unwrap();
-    /// let store = CommitStore::new(Arc::new(object_store::memory::InMemory::new()), leases)
+    #[doc = concat!(" let store = CommitStore::new(Arc::new(", stringify!($os), "::memory::InMemory::new()), leases)")]
     ///     .with_lease_prefix("s3://lake/");
     /// # let _ = store;
     /// ```
@@ -126,11 +145,11 @@ impl CommitStore {
     /// Succeeds if nothing is at `path`.
     async fn check_absent(&self, path: &Path) -> Result<()> {
         match self.inner.head(path).await {
-            Ok(_) => Err(object_store::Error::AlreadyExists {
+            Ok(_) => Err($os::Error::AlreadyExists {
                 path: path.to_string(),
                 source: "the object already exists".into(),
             }),
-            Err(object_store::Error::NotFound { .. }) => Ok(()),
+            Err($os::Error::NotFound { .. }) => Ok(()),
             Err(e) => Err(e),
         }
     }
@@ -139,7 +158,7 @@ impl CommitStore {
     /// missing source first, as stores do natively.
     async fn check_copy_target(&self, from: &Path, to: &Path) -> Result<()> {
         match self.check_absent(to).await {
-            Err(exists @ object_store::Error::AlreadyExists { .. }) => {
+            Err(exists @ $os::Error::AlreadyExists { .. }) => {
                 self.inner.head(from).await?;
                 Err(exists)
             }
@@ -149,7 +168,7 @@ impl CommitStore {
 
     /// Succeeds if the object at `path` has ETag `expected`.
     async fn check_etag(&self, path: &Path, expected: &str) -> Result<()> {
-        let precondition = |why: String| object_store::Error::Precondition {
+        let precondition = |why: String| $os::Error::Precondition {
             path: path.to_string(),
             source: why.into(),
         };
@@ -159,7 +178,7 @@ impl CommitStore {
                 "ETag is {}, expected {expected}",
                 meta.e_tag.as_deref().unwrap_or("(none)")
             ))),
-            Err(object_store::Error::NotFound { .. }) => {
+            Err($os::Error::NotFound { .. }) => {
                 Err(precondition("the object does not exist".into()))
             }
             Err(e) => Err(e),
@@ -176,15 +195,15 @@ impl CommitStore {
 /// create will meet `AlreadyExists` if the first attempt landed.
 ///
 /// Errors keep object_store's variants (a `NotFound` stays a `NotFound`); the mark is in
-/// their source. A lease failure is `object_store::Error::Generic { store: "dynacommit" }`
+#[doc = concat!(" their source. A lease failure is `", stringify!($os), "::Error::Generic { store: \"dynacommit\" }`")]
 /// whose source downcasts to [`LeaseError`].
 ///
 /// ```
 /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
 /// # use std::sync::Arc;
 /// # use dynacommit::lease::{LeaseConfig, LeaseManager, MemoryLeaseTable};
-/// use dynacommit::{CommitStore, may_have_applied};
-/// use object_store::{ObjectStore, PutMode, memory::InMemory, path::Path};
+#[doc = concat!(" use ", $at, "::{CommitStore, may_have_applied};")]
+#[doc = concat!(" use ", stringify!($os), "::{ObjectStore, PutMode, memory::InMemory, path::Path};")]
 ///
 /// # let leases = LeaseManager::new(Arc::new(MemoryLeaseTable::new()), LeaseConfig::default())?;
 /// let store = CommitStore::new(Arc::new(InMemory::new()), leases);
@@ -194,7 +213,7 @@ impl CommitStore {
 /// assert!(!may_have_applied(&again)); // AlreadyExists: certainly not written
 /// # Ok(()) }
 /// ```
-pub fn may_have_applied(error: &object_store::Error) -> bool {
+pub fn may_have_applied(error: &$os::Error) -> bool {
     let mut source = std::error::Error::source(error);
     while let Some(e) = source {
         if e.is::<OutcomeUnknown>() {
@@ -205,17 +224,9 @@ pub fn may_have_applied(error: &object_store::Error) -> bool {
     false
 }
 
-/// The mark [`may_have_applied`] looks for: a write that was sent and whose outcome is
-/// unknown.
-#[derive(Debug, thiserror::Error)]
-#[error("{source} (the write may or may not have been applied)")]
-struct OutcomeUnknown {
-    source: Box<dyn std::error::Error + Send + Sync + 'static>,
-}
-
 /// `e`, marked as the failure of a write that may have been applied, its variant kept.
-fn may_have_applied_too(e: object_store::Error) -> object_store::Error {
-    use object_store::Error as E;
+fn may_have_applied_too(e: $os::Error) -> $os::Error {
+    use $os::Error as E;
     let mark = |source| -> Box<dyn std::error::Error + Send + Sync + 'static> {
         Box::new(OutcomeUnknown { source })
     };
@@ -259,9 +270,9 @@ fn may_have_applied_too(e: object_store::Error) -> object_store::Error {
     }
 }
 
-fn lease_error(path: &Path, e: LeaseError) -> object_store::Error {
+fn lease_error(path: &Path, e: LeaseError) -> $os::Error {
     tracing::warn!(%path, error = %e, "conditional write failed in the lease protocol");
-    object_store::Error::Generic {
+    $os::Error::Generic {
         store: STORE,
         source: Box::new(e),
     }
@@ -310,7 +321,7 @@ impl ObjectStore for CommitStore {
             }
             PutMode::Update(version) => {
                 let Some(etag) = version.e_tag else {
-                    return Err(object_store::Error::Generic {
+                    return Err($os::Error::Generic {
                         store: STORE,
                         source: "PutMode::Update needs an e_tag: pass the UpdateVersion from the \
                                  PutResult or ObjectMeta of the version you read"
@@ -392,3 +403,13 @@ impl ObjectStore for CommitStore {
         }
     }
 }
+
+    };
+}
+
+/// The wrapper for object_store 0.14, the default.
+mod v014 {
+    commit_store!(object_store, "dynacommit");
+}
+
+pub use v014::{CommitStore, may_have_applied};
