@@ -303,6 +303,9 @@ impl DynamoClient {
                 let may_have_applied = ambiguous || earlier_ambiguous.is_some();
                 return Err(deadline.exceeded(Some(error), may_have_applied));
             }
+            if resend == Resend::Never {
+                return Err(error);
+            }
             let may_count_twice = ambiguous && resend == Resend::IfDefinite;
             if may_count_twice && error.is_retryable() {
                 tracing::warn!(%error, attempts, "not sending again a write that may count twice");
@@ -482,6 +485,10 @@ pub(crate) enum Resend {
     /// A write that may count twice: retried only after failures that say it was not
     /// applied (throttling); an ambiguous failure is returned at once.
     IfDefinite,
+    /// Sent once: every failure is returned at once, for a caller that builds the request
+    /// afresh for its next attempt (a condition on the current time must not be sent
+    /// again with an old time).
+    Never,
 }
 
 /// A header value, marked sensitive where it carries a secret so that reqwest's and

@@ -339,6 +339,26 @@ impl DynamoClient {
             .await
     }
 
+    /// PutItem, sent once: any failure, throttling included, is returned at once (its
+    /// [`is_ambiguous`](DynamoError::is_ambiguous) says whether it may have applied). For a
+    /// caller whose condition a second application would not refuse, or that names the
+    /// current time, and that builds the request afresh for its next attempt.
+    pub async fn put_item_once(&self, request: &PutItem) -> Result<WriteOutput, DynamoError> {
+        self.call_as("PutItem", request, Resend::Never, &self.deadline("PutItem"))
+            .await
+    }
+
+    /// UpdateItem, sent once: see [`put_item_once`](Self::put_item_once).
+    pub async fn update_item_once(&self, request: &UpdateItem) -> Result<WriteOutput, DynamoError> {
+        self.call_as(
+            "UpdateItem",
+            request,
+            Resend::Never,
+            &self.deadline("UpdateItem"),
+        )
+        .await
+    }
+
     /// DeleteItem: removes an item, if its condition holds.
     pub async fn delete_item(&self, request: &DeleteItem) -> Result<WriteOutput, DynamoError> {
         self.call("DeleteItem", request).await

@@ -3,7 +3,7 @@
 use serde::Serialize;
 
 use super::attr::Item;
-use super::client::DynamoClient;
+use super::client::{DynamoClient, Resend};
 use super::error::DynamoError;
 use super::item::{
     DeleteItem, ExpressionAttributes, OnConditionFailure, PutItem, UpdateItem,
@@ -84,6 +84,24 @@ impl DynamoClient {
         &self,
         items: &[TransactWriteItem],
     ) -> Result<(), DynamoError> {
+        self.transact(items, Resend::Always).await
+    }
+
+    /// [`transact_write_items`](Self::transact_write_items), sent once: any failure,
+    /// throttling included, is returned at once. For a transaction whose conditions name
+    /// the current time, which its caller builds afresh for the next attempt.
+    pub async fn transact_write_items_once(
+        &self,
+        items: &[TransactWriteItem],
+    ) -> Result<(), DynamoError> {
+        self.transact(items, Resend::Never).await
+    }
+
+    async fn transact(
+        &self,
+        items: &[TransactWriteItem],
+        resend: Resend,
+    ) -> Result<(), DynamoError> {
         if items.is_empty() || items.len() > TRANSACT_MAX {
             return Err(DynamoError::InvalidRequest(format!(
                 "a transaction takes 1 to {TRANSACT_MAX} items, not {}: split it",
@@ -104,7 +122,10 @@ impl DynamoClient {
             transact_items: items,
             client_request_token: format!("{:032x}", rand::random::<u128>()),
         };
-        let _: Empty = self.call("TransactWriteItems", &request).await?;
+        let deadline = self.deadline("TransactWriteItems");
+        let _: Empty = self
+            .call_as("TransactWriteItems", &request, resend, &deadline)
+            .await?;
         Ok(())
     }
 }

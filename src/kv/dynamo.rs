@@ -58,8 +58,8 @@ pub(crate) const SWEPT: &str = "swept";
 /// Attempts of an operation that must re-read because others changed what it read.
 const ATTEMPTS: u32 = 10;
 
-/// Keys deleted per transaction by [`KvStore::delete_range`] and sweeps: with one counter
-/// per folder they touch, well within a transaction's 100 items.
+/// Keys deleted per transaction by [`KvStore::delete_range`] and sweeps at most; fewer
+/// where their folder counters would take a transaction past 100 items.
 const DELETE_BATCH: usize = 25;
 
 /// The key-value store on a DynamoDB table.
@@ -270,12 +270,18 @@ impl DynamoKv {
         if let Some(at) = expires {
             let ms = unix_ms(at);
             item.insert("exp".into(), AttributeValue::from(ms));
-            if let Some(grace) = self.ttl_grace {
-                let seconds = ms.div_ceil(1000).saturating_add(grace.as_secs());
+            if let Some(seconds) = self.ttl_seconds(ms) {
                 item.insert("ttl".into(), AttributeValue::from(seconds));
             }
         }
         item
+    }
+
+    /// The TTL attribute for an entry expiring at `ms`: the expiry plus the grace, in whole
+    /// seconds rounded up (`None`: no TTL deletion).
+    fn ttl_seconds(&self, ms: u64) -> Option<u64> {
+        let grace = u64::try_from(self.ttl_grace?.as_millis()).unwrap_or(u64::MAX);
+        Some(ms.saturating_add(grace).div_ceil(1000))
     }
 
     /// Reads an item of this store back: a key, a counter, or an error for a stranger.
@@ -413,29 +419,71 @@ impl DynamoKv {
         items.extend(self.counter_updates(counts));
         match self.transact(&items).await? {
             Transacted::Applied => Ok(Some(())),
-            Transacted::ConditionFailed => Ok(None),
+            Transacted::NotApplied => Ok(None),
         }
     }
 
     /// Sends a transaction, retrying while other transactions hold its items.
+    ///
+    /// A transaction whose conditions name the current time (`:now`) is sent once: a
+    /// retry must not carry an old time, so any failure that did not apply it (throttling,
+    /// another transaction on its items) comes back as [`Transacted::NotApplied`] for the
+    /// caller to build it again. Others are retried here, the client resending each with
+    /// its idempotency token.
     async fn transact(&self, items: &[TransactWriteItem]) -> Result<Transacted, KvError> {
+        let clocked = items.iter().any(names_the_clock);
         let mut attempt = 0;
         loop {
             attempt += 1;
-            match self.client.transact_write_items(items).await {
+            let sent = if clocked {
+                self.client.transact_write_items_once(items).await
+            } else {
+                self.client.transact_write_items(items).await
+            };
+            match sent {
                 Ok(()) => return Ok(Transacted::Applied),
                 Err(e) if e.is_ambiguous() => return Err(e.into()),
                 Err(DynamoError::TransactionCanceled { reasons, message }) => {
                     if reasons.iter().any(|r| r.code == "ConditionalCheckFailed") {
-                        return Ok(Transacted::ConditionFailed);
+                        return Ok(Transacted::NotApplied);
                     }
                     let busy = reasons.iter().any(|r| r.code == "TransactionConflict");
+                    if busy && clocked {
+                        return Ok(Transacted::NotApplied);
+                    }
                     if !busy || attempt >= ATTEMPTS {
                         return Err(DynamoError::TransactionCanceled { message, reasons }.into());
                     }
                     backoff(attempt).await;
                 }
+                Err(e) if clocked && e.is_retryable() => return Ok(Transacted::NotApplied),
                 Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Sends a write built for the time it is sent, once per attempt, building it again
+    /// with a fresh reading of the clock after a failure that did not apply it
+    /// (throttling), within the client's retry policy. An ambiguous failure is returned at
+    /// once: the write may have applied, and sending it again could apply it twice.
+    async fn send_fresh<T, F, Fut>(&self, mut attempt: F) -> Result<T, DynamoError>
+    where
+        F: FnMut(u64) -> Fut,
+        Fut: Future<Output = Result<T, DynamoError>>,
+    {
+        let retry = self.client.retry_config();
+        let started = tokio::time::Instant::now();
+        let mut attempts = 0;
+        loop {
+            attempts += 1;
+            match attempt(unix_ms(SystemTime::now())).await {
+                Err(e) if e.is_retryable() && !e.is_ambiguous() => {
+                    match retry.next_delay(attempts, started) {
+                        Some(delay) => tokio::time::sleep(delay).await,
+                        None => return Err(e),
+                    }
+                }
+                other => return other,
             }
         }
     }
@@ -460,57 +508,66 @@ impl DynamoKv {
     }
 
     /// An overwrite of an existing item (live or not, per `condition`), which leaves the
-    /// counters alone: so a write that sets an expiry applies only over an item already
-    /// counted as expiring. `Ok(Err(_))`: refused.
+    /// counters alone: so it applies only over an item counted as expiring exactly when
+    /// the new one is (`cx`); the caller handles the other case from a read. Sent once per
+    /// attempt ([`send_fresh`](Self::send_fresh)): its condition is not refused by its own
+    /// earlier application, and it names the time. `Ok(Err(_))`: refused.
     async fn overwrite(
         &self,
         key: &[u8],
-        item: Item,
+        item: &Item,
         condition: &Condition,
         expiring: bool,
-        now: u64,
     ) -> Result<Result<(), DynamoError>, KvError> {
         let counted = if expiring {
             " AND attribute_exists(#cx)"
         } else {
-            ""
+            " AND attribute_not_exists(#cx)"
         };
-        let mut put = PutItem::new(&self.table, item).name("#pk", "pk");
-        put = match condition {
-            Condition::Always => put.condition(format!("attribute_exists(#pk){counted}")),
-            Condition::Exists => {
-                put.condition(format!("attribute_exists(#pk) AND {LIVE}{counted}"))
+        let build = |now: u64| {
+            let mut put = PutItem::new(&self.table, item.clone())
+                .name("#pk", "pk")
+                .name("#cx", "cx");
+            put = match condition {
+                Condition::Always => put.condition(format!("attribute_exists(#pk){counted}")),
+                Condition::Exists => {
+                    put.condition(format!("attribute_exists(#pk) AND {LIVE}{counted}"))
+                }
+                Condition::Value(v) => put
+                    .condition(format!(
+                        "attribute_exists(#pk) AND #v = :expected AND {LIVE}{counted}"
+                    ))
+                    .name("#v", "v")
+                    .value(":expected", AttributeValue::B(v.clone())),
+                Condition::Revision(r) => put
+                    .condition(format!(
+                        "attribute_exists(#pk) AND #rev = :expected AND {LIVE}{counted}"
+                    ))
+                    .name("#rev", "rev")
+                    .value(":expected", r.as_str()),
+                Condition::Absent => put,
+            };
+            if !matches!(condition, Condition::Always) {
+                put = put.name("#exp", "exp").value(":now", now);
             }
-            Condition::Value(v) => put
-                .condition(format!(
-                    "attribute_exists(#pk) AND #v = :expected AND {LIVE}{counted}"
-                ))
-                .name("#v", "v")
-                .value(":expected", AttributeValue::B(v.clone())),
-            Condition::Revision(r) => put
-                .condition(format!(
-                    "attribute_exists(#pk) AND #rev = :expected AND {LIVE}{counted}"
-                ))
-                .name("#rev", "rev")
-                .value(":expected", r.as_str()),
-            Condition::Absent => {
-                return Err(KvError::InvalidTransaction {
-                    problem: format!(
-                        "no overwrite of `{}` can expect it absent",
-                        key::display(key)
-                    ),
-                });
-            }
+            put
         };
-        if expiring {
-            put = put.name("#cx", "cx");
+        if matches!(condition, Condition::Absent) {
+            return Err(KvError::InvalidTransaction {
+                problem: format!(
+                    "no overwrite of `{}` can expect it absent",
+                    key::display(key)
+                ),
+            });
         }
-        if !matches!(condition, Condition::Always) {
-            put = put.name("#exp", "exp").value(":now", now);
-        }
-        match self.client.put_item(&put).await {
+        match self
+            .send_fresh(|now| {
+                let put = build(now);
+                async move { self.client.put_item_once(&put).await }
+            })
+            .await
+        {
             Ok(_) => Ok(Ok(())),
-            // Refused after an attempt that may have applied: our write may be in.
             Err(e) if e.is_ambiguous() => Err(e.into()),
             Err(e) if e.is_condition_failure() => Ok(Err(e)),
             Err(e) => Err(e.into()),
@@ -525,9 +582,8 @@ impl DynamoKv {
         before: &Stored,
         item: Item,
         live_needed: bool,
-        now: u64,
     ) -> Result<bool, KvError> {
-        let expressions = pin(Some(before), live_needed, now);
+        let expressions = pin(Some(before), live_needed, unix_ms(SystemTime::now()));
         let mut put = PutItem::new(&self.table, item).condition(pin_condition(&expressions));
         put.expressions = expressions;
         let mut counts = BTreeMap::new();
@@ -614,7 +670,9 @@ impl DynamoKv {
     ///
     /// Every key in the range starts with the longest common prefix of `start` and `end`,
     /// so the walk begins in the folder of that prefix and descends, depth first, into
-    /// each folder whose counter is above zero, where that folder's counter sorts.
+    /// each folder with a counter, where that counter sorts. It descends whatever the
+    /// counter's sum: its shards are read one by one, not as one snapshot, so a sum of
+    /// zero does not prove the folder empty.
     async fn walk(
         &self,
         start: &[u8],
@@ -659,10 +717,7 @@ impl DynamoKv {
                     let same_group =
                         matches!((&group, &row), (Some((g, _)), Row::Counter(n, _)) if g == n);
                     // A group of shards ends here: walk its folder before going on.
-                    if !same_group
-                        && let Some((name, sum)) = group.take()
-                        && sum.n > 0
-                    {
+                    if !same_group && let Some((name, _)) = group.take() {
                         let child = [folder.as_slice(), name.as_slice()].concat();
                         if !self.walk_folder(child, start, end, page, visit).await? {
                             return Ok(false);
@@ -688,9 +743,7 @@ impl DynamoKv {
                     }
                 }
             }
-            if let Some((name, sum)) = group.take()
-                && sum.n > 0
-            {
+            if let Some((name, _)) = group.take() {
                 let child = [folder.as_slice(), name.as_slice()].concat();
                 return self.walk_folder(child, start, end, page, visit).await;
             }
@@ -725,15 +778,15 @@ impl DynamoKv {
         pick: &(dyn Fn(&Stored) -> bool + Send + Sync),
     ) -> Result<Vec<Stored>, KvError> {
         let mut removed = Vec::new();
-        for batch in items.chunks(DELETE_BATCH) {
-            if self.remove_pinned(batch).await? {
-                removed.extend_from_slice(batch);
+        for batch in batches(items) {
+            if self.remove_pinned(&batch).await? {
+                removed.extend(batch);
                 continue;
             }
-            // Something in the batch changed: one key at a time, from a fresh read.
+            // Something in the batch changed: one key at a time, each from a fresh read.
             for stored in batch {
                 let mut attempt = 0;
-                let mut current = Some(stored.clone());
+                let mut current = self.read(&stored.key).await?;
                 while let Some(item) = current.filter(|s| pick(s)) {
                     attempt += 1;
                     if self.remove_pinned(std::slice::from_ref(&item)).await? {
@@ -786,14 +839,53 @@ fn pin_condition(expressions: &ExpressionAttributes) -> String {
     }
 }
 
+/// `items` in batches for one transaction each: at most [`DELETE_BATCH`] keys, and no more
+/// than DynamoDB's 100 items counting one counter update per distinct folder the keys sit
+/// in (keys deep in different branches share few).
+fn batches(items: Vec<Stored>) -> Vec<Vec<Stored>> {
+    let mut out: Vec<Vec<Stored>> = Vec::new();
+    let mut folders: std::collections::BTreeSet<Vec<u8>> = Default::default();
+    for stored in items {
+        let mine: Vec<Vec<u8>> = key::folders(&stored.key)
+            .into_iter()
+            .map(|(parent, name)| [parent, name].concat())
+            .collect();
+        let fits = out.last().is_some_and(|batch| {
+            let new = mine.iter().filter(|f| !folders.contains(*f)).count();
+            batch.len() < DELETE_BATCH && batch.len() + 1 + folders.len() + new <= TRANSACTION_MAX
+        });
+        if !fits {
+            out.push(Vec::new());
+            folders.clear();
+        }
+        folders.extend(mine);
+        if let Some(batch) = out.last_mut() {
+            batch.push(stored);
+        }
+    }
+    out
+}
+
+/// Whether a transaction item's condition names the current time (`:now`).
+fn names_the_clock(item: &TransactWriteItem) -> bool {
+    let values = match item {
+        TransactWriteItem::Put(p) => &p.expressions,
+        TransactWriteItem::Update(u) => &u.expressions,
+        TransactWriteItem::Delete(d) => &d.expressions,
+        TransactWriteItem::ConditionCheck(c) => &c.expressions,
+    };
+    values.expression_attribute_values.contains_key(":now")
+}
+
 /// Counter changes per folder: (the folder holding it, its name).
 type FolderCounts = BTreeMap<(Vec<u8>, Vec<u8>), Counts>;
 
 /// How a transaction ended, short of an error.
 enum Transacted {
     Applied,
-    /// The positions of the items whose conditions failed.
-    ConditionFailed,
+    /// A condition failed, or (for a transaction naming the time) it was refused for now:
+    /// read again and build it again.
+    NotApplied,
 }
 
 /// A short random pause before attempt `attempt + 1`, growing with the attempts.
@@ -828,8 +920,8 @@ impl KvStore for DynamoKv {
         for _ in 0..ATTEMPTS {
             let revision = Revision::fresh();
             let item = self.item_of(key, &value, &revision, expires, expiring);
-            let now = unix_ms(SystemTime::now());
             if let (Condition::Value(expected), true) = (&condition, self.planted_cas_race) {
+                let now = unix_ms(SystemTime::now());
                 self.planted_compare_and_swap(key, item, expected, now)
                     .await?;
                 return Ok(revision);
@@ -843,7 +935,7 @@ impl KvStore for DynamoKv {
                     return Ok(revision);
                 }
             } else if self
-                .overwrite(key, item.clone(), &condition, expiring, now)
+                .overwrite(key, &item, &condition, expiring)
                 .await?
                 .is_ok()
             {
@@ -865,13 +957,13 @@ impl KvStore for DynamoKv {
                     _ => return Err(condition.failure(key)),
                 }
             };
-            let live = before.is_live(now);
+            let live = before.is_live(unix_ms(SystemTime::now()));
             let current = live.then_some((before.value.as_ref(), &before.revision));
             if !condition.holds(current) {
                 return Err(condition.failure(key));
             }
-            // The condition holds: either the item is an expired one that `create` may
-            // replace, or the write sets an expiry on an item not yet counted as expiring.
+            // The condition holds: the item is an expired one that `create` may replace,
+            // or it is counted as expiring and the new one is not (or the reverse).
             let live_needed = !matches!(condition, Condition::Always | Condition::Absent);
             let item = self.item_of(
                 key,
@@ -881,18 +973,21 @@ impl KvStore for DynamoKv {
                 expiring || before.counted_expiring,
             );
             if expiring && !before.counted_expiring {
-                if self
-                    .overwrite_counting(&before, item, live_needed, now)
-                    .await?
-                {
+                if self.overwrite_counting(&before, item, live_needed).await? {
                     return Ok(revision);
                 }
             } else {
-                let expressions = pin(Some(&before), live_needed, now);
-                let mut put =
-                    PutItem::new(&self.table, item).condition(pin_condition(&expressions));
-                put.expressions = expressions;
-                match self.client.put_item(&put).await {
+                // Pinned to the item as read, so its counters are right as they stand.
+                let sent = self
+                    .send_fresh(|now| {
+                        let expressions = pin(Some(&before), live_needed, now);
+                        let mut put = PutItem::new(&self.table, item.clone())
+                            .condition(pin_condition(&expressions));
+                        put.expressions = expressions;
+                        async move { self.client.put_item_once(&put).await }
+                    })
+                    .await;
+                match sent {
                     Ok(_) => return Ok(revision),
                     Err(e) if e.is_condition_failure() && !e.is_ambiguous() => {}
                     Err(e) => return Err(e.into()),
@@ -943,63 +1038,67 @@ impl KvStore for DynamoKv {
     ) -> Result<Revision, KvError> {
         key::validate(key, self.namespace.len())?;
         let revision = Revision::fresh();
-        // Sets the expiry; an item that gains one is marked counted as expiring (`cx`),
-        // which the caller pairs with the counter update when it was not yet.
+        // The new revision and expiry; an item that gains an expiry is marked counted as
+        // expiring (`cx`), and a sweep's mark left on a live item goes.
         let update = |condition: String| {
-            let mut update = match expires {
-                Some(at) => {
-                    let ms = unix_ms(at);
-                    let set = "SET #rev = :rev, #exp = :e, #cx = :true";
-                    match self.ttl_grace {
-                        Some(grace) => UpdateItem::new(
-                            &self.table,
-                            self.key_of(key),
-                            format!("{set}, #ttl = :t"),
-                        )
-                        .value(":t", ms.div_ceil(1000).saturating_add(grace.as_secs())),
-                        None => UpdateItem::new(
-                            &self.table,
-                            self.key_of(key),
-                            format!("{set} REMOVE #ttl"),
-                        ),
-                    }
-                    .value(":e", ms)
-                    .value(":true", true)
-                }
-                None => UpdateItem::new(
-                    &self.table,
-                    self.key_of(key),
-                    "SET #rev = :rev REMOVE #exp, #ttl",
-                ),
-            };
-            update = update
-                .condition(condition)
-                .name("#pk", "pk")
+            let mut set = vec!["#rev = :new"];
+            let mut remove = vec!["#sw"];
+            let mut update = UpdateItem::new(&self.table, self.key_of(key), "")
                 .name("#rev", "rev")
-                .name("#exp", "exp")
-                .name("#ttl", "ttl")
-                .name("#cx", "cx")
-                .value(":rev", revision.as_str());
-            update
+                .name("#sw", SWEPT)
+                .value(":new", revision.as_str());
+            match expires.map(unix_ms) {
+                Some(ms) => {
+                    set.extend(["#exp = :e", "#cx = :true"]);
+                    update = update
+                        .name("#exp", "exp")
+                        .name("#cx", "cx")
+                        .name("#ttl", "ttl")
+                        .value(":e", ms)
+                        .value(":true", true);
+                    match self.ttl_seconds(ms) {
+                        Some(t) => {
+                            set.push("#ttl = :t");
+                            update = update.value(":t", t);
+                        }
+                        None => remove.push("#ttl"),
+                    }
+                }
+                None => {
+                    remove.extend(["#exp", "#ttl"]);
+                    update = update.name("#exp", "exp").name("#ttl", "ttl");
+                }
+            }
+            update.update_expression =
+                format!("SET {} REMOVE {}", set.join(", "), remove.join(", "));
+            update.condition(condition)
         };
         for _ in 0..ATTEMPTS {
-            let now = unix_ms(SystemTime::now());
-            let counted = if expires.is_some() {
-                " AND attribute_exists(#cx)"
-            } else {
-                ""
-            };
-            let mut fast = update(format!("attribute_exists(#pk) AND {LIVE}{counted}"));
-            fast = fast.value(":now", now);
-            if expires.is_none() {
-                // `#cx` is only named where it is used.
-                fast.expressions.expression_attribute_names.remove("#cx");
-            }
-            match self.client.update_item(&fast).await {
+            // Sent once per attempt: its condition would not refuse a second application,
+            // and it names the time.
+            let sent = self
+                .send_fresh(|now| {
+                    let counted = if expires.is_some() {
+                        " AND attribute_exists(#cx)"
+                    } else {
+                        ""
+                    };
+                    let mut fast = update(format!("attribute_exists(#pk) AND {LIVE}{counted}"))
+                        .name("#pk", "pk")
+                        .name("#exp", "exp")
+                        .value(":now", now);
+                    if expires.is_some() {
+                        fast = fast.name("#cx", "cx");
+                    }
+                    async move { self.client.update_item_once(&fast).await }
+                })
+                .await;
+            match sent {
                 Ok(_) => return Ok(revision),
                 Err(e) if e.is_condition_failure() && !e.is_ambiguous() => {}
                 Err(e) => return Err(e.into()),
             }
+            let now = unix_ms(SystemTime::now());
             let before = match self.read(key).await? {
                 Some(s) if s.is_live(now) => s,
                 _ => return Err(Condition::Exists.failure(key)),
@@ -1008,20 +1107,14 @@ impl KvStore for DynamoKv {
                 continue;
             }
             // Gains an expiry for the first time: the update and `+1` on `x`, together.
-            let expressions = pin(Some(&before), true, now);
+            let expressions = pin(Some(&before), true, unix_ms(SystemTime::now()));
             let mut slow = update(pin_condition(&expressions));
-            slow.expressions.expression_attribute_names.remove("#pk");
             slow.expressions
                 .expression_attribute_names
                 .extend(expressions.expression_attribute_names);
             slow.expressions
                 .expression_attribute_values
                 .extend(expressions.expression_attribute_values);
-            // The pin's `:rev` is the revision read; the new one goes in as `:new`.
-            slow.update_expression =
-                slow.update_expression
-                    .replacen("#rev = :rev", "#rev = :new", 1);
-            slow = slow.value(":new", revision.as_str());
             let mut counts = BTreeMap::new();
             self.count(key, Counts { n: 0, x: 1 }, &mut counts);
             let mut items = vec![TransactWriteItem::Update(slow)];
@@ -1059,11 +1152,9 @@ impl KvStore for DynamoKv {
         let mut group: Option<(Vec<u8>, Counts)> = None;
         let flush = |group: &mut Option<(Vec<u8>, Counts)>, names: &mut Vec<(Vec<u8>, bool)>| {
             if let Some((name, counts)) = group.take() {
-                if counts.has_permanent() {
-                    names.push((name, false));
-                } else if counts.n > 0 {
-                    names.push((name, true));
-                }
+                // The shards were read one by one, not as one snapshot: a sum at or below
+                // zero proves nothing, so only a key that never expires spares the check.
+                names.push((name, !counts.has_permanent()));
             }
         };
         let mut pages = Box::pin(self.client.query_pages(query));
@@ -1091,10 +1182,10 @@ impl KvStore for DynamoKv {
         let mut listed = Vec::with_capacity(names.len());
         for (name, check) in names {
             if check {
-                let start = [folder, name.as_slice()].concat();
-                let end = key::prefix_end(&start).unwrap_or_default();
+                let child = [folder, name.as_slice()].concat();
+                let end = key::prefix_end(&child).unwrap_or_default();
                 let mut live = false;
-                self.walk(&start, &end, 16, &mut |s| {
+                self.walk_folder(child.clone(), &child, &end, 16, &mut |s| {
                     live = s.is_live(now);
                     !live
                 })
@@ -1136,9 +1227,9 @@ impl KvStore for DynamoKv {
 
     #[tracing::instrument(level = "debug", skip_all, fields(start = %key::display(start), end = %key::display(end)))]
     async fn delete_range(&self, start: &[u8], end: &[u8]) -> Result<usize, KvError> {
+        let now = unix_ms(SystemTime::now());
         let items = self.collect(start, end, |_| true).await?;
         let removed = self.remove_all(items, &|_| true).await?;
-        let now = unix_ms(SystemTime::now());
         Ok(removed.iter().filter(|s| s.is_live(now)).count())
     }
 
@@ -1230,7 +1321,7 @@ impl KvStore for DynamoKv {
             match self.transact(&items).await? {
                 Transacted::Applied => return Ok(plan.revisions),
                 // A key changed between the read and the write: read again.
-                Transacted::ConditionFailed => backoff(attempt).await,
+                Transacted::NotApplied => backoff(attempt).await,
             }
         }
         Err(KvError::Contention {
@@ -1246,24 +1337,34 @@ impl KvStore for DynamoKv {
         let items = self.collect(start, end, expired).await?;
         // Mark each first (its watchers then report an expiry, not a delete); a mark that
         // fails found the entry changed, and the pinned delete below skips it too.
-        let marks = items.iter().map(|s| {
-            let mark = UpdateItem::new(&self.table, self.key_of(&s.key), "SET #sw = :true")
-                .condition("#rev = :rev AND #exp <= :now")
-                .name("#sw", SWEPT)
-                .name("#rev", "rev")
-                .name("#exp", "exp")
-                .value(":true", true)
-                .value(":rev", s.revision.as_str())
-                .value(":now", now);
-            async move {
-                match self.client.update_item(&mark).await {
+        let requests: Vec<UpdateItem> = items
+            .iter()
+            .map(|s| {
+                UpdateItem::new(&self.table, self.key_of(&s.key), "SET #sw = :true")
+                    .condition("#rev = :rev AND #exp <= :now")
+                    .name("#sw", SWEPT)
+                    .name("#rev", "rev")
+                    .name("#exp", "exp")
+                    .value(":true", true)
+                    .value(":rev", s.revision.as_str())
+                    .value(":now", now)
+            })
+            .collect();
+        let client = &self.client;
+        // A few at a time: a sweep of many must not throttle the table for everyone else.
+        futures::stream::iter(requests)
+            .map(|mark| async move {
+                match client.update_item(&mark).await {
                     Ok(_) => Ok(()),
                     Err(e) if e.is_condition_failure() => Ok(()),
                     Err(e) => Err(KvError::from(e)),
                 }
-            }
-        });
-        futures::future::try_join_all(marks).await?;
+            })
+            .buffer_unordered(16)
+            .collect::<Vec<Result<(), KvError>>>()
+            .await
+            .into_iter()
+            .collect::<Result<Vec<()>, KvError>>()?;
         Ok(self.remove_all(items, &expired).await?.len())
     }
 

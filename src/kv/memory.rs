@@ -42,6 +42,9 @@ pub struct MemoryKv {
 }
 
 struct Inner {
+    /// This store's identity in its checkpoints: a checkpoint of another store (or of an
+    /// earlier one loaded from the same entries) is refused, not misread.
+    id: u64,
     state: Mutex<State>,
     events: broadcast::Sender<(u64, EventKind)>,
 }
@@ -95,6 +98,7 @@ impl MemoryKv {
         let (events, _) = broadcast::channel(RETAINED_EVENTS);
         Self {
             inner: Arc::new(Inner {
+                id: rand::random(),
                 state: Mutex::new(State::default()),
                 events,
             }),
@@ -231,6 +235,7 @@ impl MemoryKv {
 #[async_trait]
 impl KvStore for MemoryKv {
     async fn get(&self, key: &[u8]) -> Result<Option<Entry>, KvError> {
+        key::validate(key, DEFAULT_NAMESPACE.len())?;
         let now = unix_ms(SystemTime::now());
         let state = self.state();
         Ok(Self::live(&state, key, now).map(|s| s.entry(key)))
@@ -391,11 +396,13 @@ impl KvStore for MemoryKv {
         from: Option<Checkpoint>,
     ) -> BoxStream<'static, Result<WatchEvent, KvError>> {
         let prefix = prefix.to_vec();
+        let id = self.inner.id;
+        let resumed = from.as_ref().and_then(|c| parse_checkpoint(id, c).ok());
         // Subscribe and read the position under the lock: no event falls between them.
         let (receiver, now_at, replay) = {
             let state = self.state();
             let receiver = self.inner.events.subscribe();
-            let replay = match from.as_ref().map(parse_checkpoint) {
+            let replay = match from.as_ref().map(|c| parse_checkpoint(id, c)) {
                 None => Ok(Vec::new()),
                 Some(Err(e)) => Err(e),
                 Some(Ok(after)) => {
@@ -422,31 +429,34 @@ impl KvStore for MemoryKv {
             Ok(events) => events,
             Err(e) => return futures::stream::iter([Err(e)]).boxed(),
         };
+        // Resumed, Ready stands where the checkpoint did: the replay follows it.
         let ready = WatchEvent {
             kind: EventKind::Ready,
-            checkpoint: checkpoint(now_at),
+            checkpoint: checkpoint(id, resumed.unwrap_or(now_at)),
         };
         let head = futures::stream::iter(std::iter::once(Ok(ready)).chain(replay.into_iter().map(
-            |(seq, kind)| {
+            move |(seq, kind)| {
                 Ok(WatchEvent {
                     kind,
-                    checkpoint: checkpoint(seq),
+                    checkpoint: checkpoint(id, seq),
                 })
             },
         )));
-        let tail = futures::stream::unfold(receiver, move |mut receiver| async move {
+        let tail = futures::stream::unfold(Some(receiver), move |receiver| async move {
+            let mut receiver = receiver?;
             loop {
                 match receiver.recv().await {
                     Ok((seq, kind)) if seq > now_at => {
                         return Some((
                             Ok(WatchEvent {
                                 kind,
-                                checkpoint: checkpoint(seq),
+                                checkpoint: checkpoint(id, seq),
                             }),
-                            receiver,
+                            Some(receiver),
                         ));
                     }
                     Ok(_) => continue,
+                    // Events were dropped: end here, so that no consumer goes on past a gap.
                     Err(broadcast::error::RecvError::Lagged(n)) => {
                         return Some((
                             Err(KvError::WatchLost {
@@ -454,7 +464,7 @@ impl KvStore for MemoryKv {
                                     "the watcher fell {n} events behind; resume from its last checkpoint"
                                 ),
                             }),
-                            receiver,
+                            None,
                         ));
                     }
                     Err(broadcast::error::RecvError::Closed) => return None,
@@ -477,19 +487,26 @@ impl KvStore for MemoryKv {
     }
 }
 
-fn checkpoint(sequence: u64) -> Checkpoint {
-    Checkpoint(format!("memory:{sequence}"))
+fn checkpoint(store: u64, sequence: u64) -> Checkpoint {
+    Checkpoint(format!("memory:{store:016x}:{sequence}"))
 }
 
-fn parse_checkpoint(checkpoint: &Checkpoint) -> Result<u64, KvError> {
-    checkpoint
+fn parse_checkpoint(store: u64, checkpoint: &Checkpoint) -> Result<u64, KvError> {
+    let (id, sequence) = checkpoint
         .0
         .strip_prefix("memory:")
-        .and_then(|n| n.parse().ok())
+        .and_then(|rest| rest.split_once(':'))
+        .and_then(|(id, n)| Some((u64::from_str_radix(id, 16).ok()?, n.parse().ok()?)))
         .ok_or_else(|| KvError::WatchLost {
             problem: format!(
                 "`{}` is not a checkpoint of an in-process store",
                 checkpoint.0
             ),
-        })
+        })?;
+    if id != store {
+        return Err(KvError::WatchLost {
+            problem: "the checkpoint is of another in-process store (or of this one before it was reloaded): start a new watch and re-read".into(),
+        });
+    }
+    Ok(sequence)
 }

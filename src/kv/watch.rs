@@ -24,8 +24,11 @@ use tokio::sync::mpsc;
 use super::{Checkpoint, DynamoKv, EventKind, KvError, WatchEvent};
 use crate::dynamo::{DynamoError, EventName, Shard, ShardPosition, StreamRecord};
 
-/// The pause between polls of shards that had nothing new.
-const IDLE_POLL: Duration = Duration::from_millis(200);
+/// The pause between polls of shards that had nothing new. DynamoDB Streams serves about
+/// five GetRecords a second per shard, shared by all its readers: an idle watch takes two.
+const IDLE_POLL: Duration = Duration::from_millis(500);
+/// The pause after the stream refused a read for too many readers.
+const THROTTLED_POLL: Duration = Duration::from_secs(2);
 /// How often the shard list is read again, to find children of closed shards.
 const SHARD_REFRESH: Duration = Duration::from_secs(10);
 /// Events buffered for a slow consumer before the reader waits.
@@ -47,7 +50,10 @@ struct Position {
 enum Resume {
     /// After this record.
     After(String),
-    /// At this iterator (a shard from which nothing was handed out yet).
+    /// From the shard's first record (a child shard, nothing handed out from it yet).
+    TrimHorizon,
+    /// At this iterator (a shard open when the watch began, nothing handed out from it
+    /// yet): good for 15 minutes.
     Iterator(String),
 }
 
@@ -158,17 +164,13 @@ impl Reader {
                     .collect();
                 for (shard, resume) in resumes {
                     match resume {
-                        Resume::After(seq) => {
-                            self.open(&stream, &shard, ShardPosition::AfterSequence(seq.clone()))
-                                .await?;
-                            self.position.shards.insert(shard, Resume::After(seq));
-                        }
                         Resume::Iterator(iterator) => {
                             self.iterators.insert(shard.clone(), iterator.clone());
                             self.position
                                 .shards
                                 .insert(shard, Resume::Iterator(iterator));
                         }
+                        other => self.reopen(&stream, &shard, other).await?,
                     }
                 }
                 self.adopt_new_shards(&stream).await?;
@@ -231,17 +233,37 @@ impl Reader {
         shard: &str,
         position: ShardPosition,
     ) -> Result<(), KvError> {
+        let resume_from_start = position == ShardPosition::TrimHorizon;
         let iterator = self
             .kv
             .client()
             .get_shard_iterator(stream, shard, position)
             .await
             .map_err(lost)?;
-        self.position
-            .shards
-            .insert(shard.to_owned(), Resume::Iterator(iterator.clone()));
+        let resume = if resume_from_start {
+            Resume::TrimHorizon
+        } else {
+            Resume::Iterator(iterator.clone())
+        };
+        self.position.shards.insert(shard.to_owned(), resume);
         self.iterators.insert(shard.to_owned(), iterator);
         Ok(())
+    }
+
+    /// Reads `shard` again from where `resume` says, which must not be an iterator.
+    async fn reopen(&mut self, stream: &str, shard: &str, resume: Resume) -> Result<(), KvError> {
+        match resume {
+            Resume::After(seq) => {
+                self.open(stream, shard, ShardPosition::AfterSequence(seq.clone()))
+                    .await?;
+                self.position
+                    .shards
+                    .insert(shard.to_owned(), Resume::After(seq));
+                Ok(())
+            }
+            Resume::TrimHorizon => self.open(stream, shard, ShardPosition::TrimHorizon).await,
+            Resume::Iterator(_) => Err(lost_iterator()),
+        }
     }
 
     /// Starts the shards that appeared since: each from its beginning, once its parent has
@@ -281,12 +303,26 @@ impl Reader {
         let Some(iterator) = self.iterators.get(shard).cloned() else {
             return Ok(Polled::Records(0));
         };
-        let page = self
-            .kv
-            .client()
-            .get_records(&iterator, Some(1000))
-            .await
-            .map_err(lost)?;
+        let page = match self.kv.client().get_records(&iterator, Some(1000)).await {
+            Ok(page) => page,
+            // A consumer slower than the iterator's 15 minutes: go on from the position.
+            Err(e) if e.is_expired_iterator() => {
+                let resume = self.position.shards.get(shard).cloned();
+                let stream = self.position.stream.clone();
+                match resume {
+                    Some(resume) => self.reopen(&stream, shard, resume).await?,
+                    None => return Err(lost(e)),
+                }
+                return Ok(Polled::Records(0));
+            }
+            // Too many readers on the shard for now: slow down rather than give up.
+            Err(e) if is_throttled(&e) => {
+                tracing::debug!(shard, error = %e, "stream read refused for now");
+                tokio::time::sleep(THROTTLED_POLL).await;
+                return Ok(Polled::Records(0));
+            }
+            Err(e) => return Err(lost(e)),
+        };
         let count = page.records.len();
         for record in page.records {
             let seq = record.sequence_number.clone();
@@ -327,8 +363,15 @@ impl Reader {
         match record.event_name {
             EventName::Insert | EventName::Modify => {
                 let image = record.new_image?;
-                // A sweep marks an entry before deleting it: the mark is no change.
-                if image.contains_key(super::dynamo::SWEPT) {
+                // A sweep marks an expired entry before deleting it: the mark alone (the
+                // revision unchanged) is no change to report.
+                let marked = |i: &crate::dynamo::Item| i.contains_key(super::dynamo::SWEPT);
+                let rev = |i: &crate::dynamo::Item| i.get("rev").cloned();
+                if let Some(old) = &record.old_image
+                    && marked(&image)
+                    && !marked(old)
+                    && rev(old) == rev(&image)
+                {
                     return None;
                 }
                 self.kv.decode_image(&image).map(EventKind::Put)
@@ -363,12 +406,30 @@ enum Polled {
     Stopped,
 }
 
+/// Whether the stream refused a read for load (throttling that outlasted the client's
+/// retries): nothing was lost, and a later read may succeed.
+fn is_throttled(e: &DynamoError) -> bool {
+    matches!(
+        e.code(),
+        Some(
+            "LimitExceededException"
+                | "ThrottlingException"
+                | "ProvisionedThroughputExceededException"
+                | "RequestLimitExceeded"
+        )
+    )
+}
+
+fn lost_iterator() -> KvError {
+    KvError::WatchLost {
+        problem: "the checkpoint's shard iterator is over 15 minutes old (no event came from that shard since): start a new watch and re-read".into(),
+    }
+}
+
 /// A read of the stream that can no longer go on from where it was.
 fn lost(e: DynamoError) -> KvError {
     if e.is_expired_iterator() {
-        KvError::WatchLost {
-            problem: "the checkpoint's shard iterator is over 15 minutes old (no event came from that shard since): start a new watch and re-read".into(),
-        }
+        lost_iterator()
     } else if e.is_trimmed() {
         KvError::WatchLost {
             problem: "the checkpoint points before the oldest record the stream keeps (24 hours): start a new watch and re-read".into(),
