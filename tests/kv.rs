@@ -66,6 +66,8 @@ on_both_stores!(
     transactions_are_atomic_and_name_the_failed_step,
     ranges_cross_folders_in_key_order,
     folders_vanish_when_their_last_key_expires_however_it_got_its_expiry,
+    delete_range_across_many_deep_branches,
+    a_resumed_watch_stands_at_its_checkpoint_until_the_replay,
 );
 
 fn b(text: &str) -> Bytes {
@@ -830,4 +832,44 @@ async fn folders_vanish_when_their_last_key_expires_however_it_got_its_expiry(
     kv.delete(b"f/mixed/long").await.unwrap();
     kv.delete(b"f/renewed/k").await.unwrap();
     assert!(names(&kv, "").await.is_empty());
+}
+
+/// Keys deep in many branches: each deleted key changes counters of its own folders, and
+/// no batch may pass DynamoDB's 100 items in one transaction.
+async fn delete_range_across_many_deep_branches(kv: Arc<dyn KvStore>) {
+    let keys: Vec<String> = (0..30).map(|i| format!("d/{i:02}/a/b/k")).collect();
+    for chunk in keys.chunks(20) {
+        let ops = chunk
+            .iter()
+            .map(|k| TxnOp::put(k.as_bytes(), b("v")))
+            .collect();
+        kv.transaction(ops).await.unwrap();
+    }
+    assert_eq!(names(&kv, "d/").await.len(), 30);
+    assert_eq!(kv.delete_range(b"d/", b"d0").await.unwrap(), 30);
+    assert!(names(&kv, "").await.is_empty(), "no folder left");
+}
+
+/// A watch resumed from a checkpoint says Ready at that checkpoint: a consumer that saves
+/// Ready's checkpoint and stops before the replay loses nothing.
+async fn a_resumed_watch_stands_at_its_checkpoint_until_the_replay(kv: Arc<dyn KvStore>) {
+    let mut watch = kv.watch(b"w/", None);
+    let ready = next_event(&mut watch).await;
+    assert_eq!(ready.kind, EventKind::Ready);
+    drop(watch);
+    for i in 0..3 {
+        kv.put(format!("w/{i}").as_bytes(), b("v"), None)
+            .await
+            .unwrap();
+    }
+    let mut resumed = kv.watch(b"w/", Some(ready.checkpoint));
+    let again = next_event(&mut resumed).await;
+    assert_eq!(again.kind, EventKind::Ready);
+    drop(resumed);
+    let mut from_ready = kv.watch(b"w/", Some(again.checkpoint));
+    assert_eq!(next_event(&mut from_ready).await.kind, EventKind::Ready);
+    for i in 0..3 {
+        let event = next_event(&mut from_ready).await;
+        assert_eq!(event.key(), Some(format!("w/{i}").as_bytes()), "event {i}");
+    }
 }
