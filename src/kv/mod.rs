@@ -46,7 +46,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures::stream::BoxStream;
 
-pub use dynamo::DynamoKv;
+pub use dynamo::{DEFAULT_NAMESPACE, DEFAULT_TTL_GRACE, DynamoKv, FOLDER_SHARDS};
 pub use error::KvError;
 pub use memory::MemoryKv;
 pub use types::{Checkpoint, Condition, Entry, EventKind, Revision, TxnAction, TxnOp, WatchEvent};
