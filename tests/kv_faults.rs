@@ -96,7 +96,7 @@ async fn a_throttled_write_is_built_again_with_the_time_it_is_sent() {
         .conditional_update(b"k", &rev, Bytes::from("b"), None)
         .await
         .unwrap();
-    let puts = puts.lock().unwrap();
+    let puts: Vec<serde_json::Value> = puts.lock().unwrap().clone();
     assert_eq!(puts.len(), 2, "refused once, then sent again");
     let now = |body: &serde_json::Value| -> u64 {
         body["ExpressionAttributeValues"][":now"]["N"]
