@@ -210,6 +210,8 @@ impl ScriptedStore {
         }
     }
 
+    /// Reads `location` until its body is whole (s3rver overwrites in place, so a read
+    /// racing a write can get part of one), at most [`TORN_READ_ATTEMPTS`] times.
     async fn whole_read(&self, location: &Path, options: GetOptions) -> Result<GetResult> {
         let mut attempt = 0;
         loop {
@@ -237,11 +239,20 @@ impl ScriptedStore {
                         extensions,
                     });
                 }
-                _ if attempt < 20 => eprintln!("retrying a torn read of {location}"),
+                // A pause growing with the attempts: back to back, a loaded machine can meet
+                // the same overwrite in progress again and again.
+                _ if attempt < TORN_READ_ATTEMPTS => {
+                    eprintln!("retrying a torn read of {location}");
+                    tokio::time::sleep(std::time::Duration::from_millis(2 * u64::from(attempt)))
+                        .await;
+                }
                 Ok(_) => {
                     return Err(object_store::Error::Generic {
                         store: "ScriptedStore",
-                        source: format!("{location}: body torn 20 times in a row").into(),
+                        source: format!(
+                            "{location}: body torn {TORN_READ_ATTEMPTS} times in a row"
+                        )
+                        .into(),
                     });
                 }
                 Err(e) => return Err(e),
@@ -249,6 +260,9 @@ impl ScriptedStore {
         }
     }
 }
+
+/// Reads of one object [`ScriptedStore::whole_read`] tries before giving up.
+const TORN_READ_ATTEMPTS: u32 = 40;
 
 impl std::fmt::Display for ScriptedStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
