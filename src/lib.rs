@@ -12,7 +12,8 @@
 //!   deterministic simulation.
 //! - [`dynamo`] is a DynamoDB client of our own: signed JSON requests, retries, typed
 //!   errors, table provisioning.
-//! - [`race`] is the Delta-style commit race that proves it.
+//! - [`race`] is the Delta-style commit race that proves it, and the Iceberg-style
+//!   pointer race that proves compare-and-swap.
 //!
 //! The protocol and its guarantees are in `docs/protocol.md`.
 #![deny(missing_docs)]

@@ -1,9 +1,19 @@
-//! A Delta-style commit race: many writers appending to one log, each claiming the next
-//! version with a create-if-absent, and a check that every version was won exactly once.
+//! Commit races: many writers committing at once through conditional writes, and a check
+//! afterwards that no acknowledged commit was lost.
 //!
-//! This is the job a commit layer exists for, and the test of one: run it on a store that
-//! ignores conditional writes and it finds duplicates at once; run it through
+//! - The log race (here, [`run`]), Delta-style: writers append to one log, each claiming
+//!   the next version with a create-if-absent ([`PutMode::Create`]); every version must be
+//!   won exactly once.
+//! - The pointer race ([`pointer`](mod@pointer)), Iceberg-style: writers swap one pointer
+//!   object to their new metadata file with a compare-and-swap on its ETag
+//!   (`PutMode::Update`); the chain of metadata files behind the final pointer must hold
+//!   every acknowledged swap.
+//!
+//! This is the job a commit layer exists for, and the test of one: run either on a store
+//! that ignores conditional writes and it finds lost commits at once; run it through
 //! [`CommitStore`](crate::CommitStore) and it finds none.
+
+pub mod pointer;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -64,13 +64,17 @@ struct Cli {
 
 #[derive(Debug, Subcommand)]
 enum Command {
-    /// Race writers appending to a Delta-style log and check every version was won once.
+    /// Race writers appending to a Delta-style log and check every version was won once
+    /// (--mode pointer: swapping an Iceberg-style pointer, and check no swap was lost).
     #[command(after_help = concat!(
         "Examples:\n",
         "  dynacommit race --writers 16 --commits 20\n",
-        "  dynacommit race --store s3://testbucket/lake --table lake_leases --json\n\n",
-        "Exit codes: 0 every version won once; 1 the log is broken, or a service failed; \
-         2 usage or configuration error; 130 interrupted (the log is checked as far as it got)."
+        "  dynacommit race --store s3://testbucket/lake --table lake_leases --json\n",
+        "  dynacommit race --mode pointer --writers 8 --commits 20   # 8 writers x 20 swaps\n",
+        "  dynacommit race --mode pointer --unprotected              # without leases: fails\n\n",
+        "Exit codes: 0 every version won once (every swap kept); 1 the log or the pointer's \
+         chain is broken, or a service failed; 2 usage or configuration error; 130 \
+         interrupted (the log or chain is checked as far as it got)."
     ))]
     Race(race::RaceArgs),
     /// Time the commit layer against the bare store it wraps.
@@ -205,6 +209,13 @@ fn refuse_inert_flags(
                 ("--table", "name the key-value table with --kv-table"),
                 ("--poll-ms", "it waits for no lease"),
             ],
+        ),
+        Command::Race(args) if args.mode() == race::Mode::Pointer => (
+            "race --mode pointer",
+            &[(
+                "--log",
+                "the pointer race writes a POINTER and its metadata/ in a fresh location",
+            )],
         ),
         Command::Race(_) | Command::Bench(_) => return Ok(()),
     };

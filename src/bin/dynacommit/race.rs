@@ -1,4 +1,5 @@
-//! `dynacommit race`: the Delta-style commit race.
+//! `dynacommit race`: the Delta-style commit race, or (`--mode pointer`) the Iceberg-style
+//! pointer race.
 
 use std::collections::HashSet;
 use std::process::ExitCode;
@@ -8,10 +9,11 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
-use clap::Args;
+use clap::{Args, ValueEnum};
 use dynacommit::CommitStore;
 use dynacommit::lease::{LeaseManager, Waiting};
-use dynacommit::race::{self, LogWriter, RaceControl, StoreWriter};
+use dynacommit::race::pointer::{self, PointerReport, PointerWriter};
+use dynacommit::race::{self, LogWriter, RaceControl, RaceReport, StoreWriter};
 use futures::StreamExt;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt};
@@ -24,21 +26,42 @@ use crate::signals::{INTERRUPTED, Interrupt};
 
 #[derive(Debug, Args)]
 pub struct RaceArgs {
+    /// What the writers race on: `log`, Delta-style numbered log files each claimed with a
+    /// create-if-absent; or `pointer`, Iceberg-style swaps of one pointer object to each
+    /// writer's new metadata file, a compare-and-swap on the pointer's ETag.
+    #[arg(long, value_enum, default_value_t = Mode::Log)]
+    mode: Mode,
     /// Concurrent writers.
     #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=1024))]
     writers: u16,
-    /// Commits each writer makes.
+    /// Commits each writer makes (with --mode pointer: acknowledged swaps).
     #[arg(long, default_value_t = 25, value_parser = clap::value_parser!(u32).range(1..=100_000))]
     commits: u32,
-    /// The log's location in the store: a fresh one per run by default; a given one must
-    /// be empty (the race checks every version from 0).
+    /// The log's location in the store (--mode log only): a fresh one per run by default;
+    /// a given one must be empty (the race checks every version from 0).
     #[arg(long)]
     log: Option<String>,
     /// Race without dynacommit, as on a store that ignores conditional writes (s3rver,
-    /// some MinIO and Ceph versions): each create is a plain PUT that is told it won.
-    /// Shows what the leases prevent: expect lost commits and FAILED (exit 1).
+    /// some MinIO and Ceph versions): each create or swap is a plain PUT that is told it
+    /// won. Shows what the leases prevent: expect lost commits and FAILED (exit 1).
     #[arg(long)]
     unprotected: bool,
+}
+
+/// The race `--mode` picks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Mode {
+    /// Delta-style: create-if-absent on numbered log files.
+    Log,
+    /// Iceberg-style: compare-and-swap of one pointer object.
+    Pointer,
+}
+
+impl RaceArgs {
+    /// The race mode asked for.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
 }
 
 /// How long, after the first interrupt, commits in flight get to finish before they are
@@ -59,16 +82,16 @@ pub async fn run(
     for warning in &resolved.warnings {
         eprintln!("dynacommit: {warning}");
     }
-    let log = match &args.log {
-        Some(log) => {
+    let fresh = format!("dynacommit-race/{:016x}", rand::random::<u64>());
+    let location = match (args.mode, &args.log) {
+        (Mode::Log, Some(log)) => {
             let log = Path::from(log.as_str());
             refuse_a_used_log(&*resolved.store, &log).await?;
             log
         }
-        None => Path::from(format!(
-            "dynacommit-race/{:016x}/_delta_log",
-            rand::random::<u64>()
-        )),
+        (Mode::Log, None) => Path::from(format!("{fresh}/_delta_log")),
+        // --log is refused with this mode (main.rs), which always starts afresh.
+        (Mode::Pointer, _) => Path::from(fresh),
     };
     let leases = LeaseManager::new(resolved.table.clone(), resolved.config.clone())
         .map_err(|e| e.to_string())?
@@ -78,26 +101,30 @@ pub async fn run(
     let abandoned = Arc::new(AtomicU64::new(0));
     if args.unprotected && !json {
         eprintln!(
-            "unprotected: no leases, and every create a plain PUT told it won (what a store that \
-             ignores If-None-Match does)"
+            "unprotected: no leases, and every create or swap a plain PUT told it won (what a \
+             store that ignores If-None-Match and If-Match does)"
         );
     }
-    let writers: Vec<Arc<dyn LogWriter>> = (0..args.writers)
+    let writers: Vec<Arc<dyn PointerWriter>> = (0..args.writers)
         .map(|_| {
             if args.unprotected {
-                return Arc::new(Unprotected(resolved.store.clone())) as Arc<dyn LogWriter>;
+                return Arc::new(Unprotected(resolved.store.clone())) as Arc<dyn PointerWriter>;
             }
             Arc::new(AbandonableWriter {
                 inner: StoreWriter(store.clone()),
                 reader: resolved.store.clone(),
                 abandon: abandoned_signal.clone(),
                 abandoned: abandoned.clone(),
-            }) as Arc<dyn LogWriter>
+            }) as Arc<dyn PointerWriter>
         })
         .collect();
     let total = u64::from(args.writers) * u64::from(args.commits);
     let control = Arc::new(RaceControl::default());
-    let progress = (!json).then(|| spawn_progress(control.clone(), total));
+    let unit = match args.mode {
+        Mode::Log => "commits",
+        Mode::Pointer => "swaps",
+    };
+    let progress = (!json).then(|| spawn_progress(control.clone(), total, unit));
     let interrupt = {
         // Ctrl-C or SIGTERM: writers stop starting commits; those in flight get GRACE to
         // finish (and release their leases), then are abandoned; the log is checked as
@@ -117,24 +144,91 @@ pub async fn run(
             let _ = abandon.send(true);
         })
     };
-    let outcome = race::run(
-        writers,
-        resolved.store.clone(),
-        &log,
-        args.commits as usize,
-        Some(control.clone()),
-    )
-    .await;
+    let outcome = match args.mode {
+        Mode::Log => {
+            let writers = writers
+                .into_iter()
+                .map(|w| w as Arc<dyn LogWriter>)
+                .collect();
+            race::run(
+                writers,
+                resolved.store.clone(),
+                &location,
+                args.commits as usize,
+                Some(control.clone()),
+            )
+            .await
+            .map(Report::Log)
+            .map_err(|e| e.to_string())
+        }
+        Mode::Pointer => pointer::run(
+            writers,
+            resolved.store.clone(),
+            &location,
+            args.commits as usize,
+            Some(control.clone()),
+        )
+        .await
+        .map(Report::Pointer)
+        .map_err(|e| e.to_string()),
+    };
     interrupt.abort();
     if let Some(progress) = progress {
         progress.abort();
         let _ = progress.await;
     }
-    let report = outcome.map_err(|e| e.to_string())?;
-    let clean = report.is_clean();
+    let report = outcome?;
     let abandoned = abandoned.load(Ordering::Relaxed);
+    let (clean, interrupted) = match &report {
+        Report::Log(report) => {
+            print_log(report, &location, total, abandoned, json);
+            (report.is_clean(), report.interrupted)
+        }
+        Report::Pointer(report) => {
+            print_pointer(report, &location, total, abandoned, json);
+            (report.is_clean(), report.interrupted)
+        }
+    };
+    Ok(match (clean, interrupted) {
+        (false, _) => ExitCode::FAILURE,
+        (true, true) => ExitCode::from(INTERRUPTED),
+        (true, false) => ExitCode::SUCCESS,
+    })
+}
+
+/// What either race found.
+enum Report {
+    Log(RaceReport),
+    Pointer(PointerReport),
+}
+
+/// Latency percentiles in milliseconds, for JSON.
+fn latency_json(l: race::Percentiles) -> serde_json::Value {
+    serde_json::json!({
+        "p50": l.p50.as_secs_f64() * 1e3,
+        "p90": l.p90.as_secs_f64() * 1e3,
+        "p99": l.p99.as_secs_f64() * 1e3,
+        "max": l.max.as_secs_f64() * 1e3,
+    })
+}
+
+/// Latency percentiles, for people.
+fn latency_text(l: race::Percentiles) -> String {
+    format!(
+        "p50 {}  p90 {}  p99 {}  max {}",
+        ms(l.p50),
+        ms(l.p90),
+        ms(l.p99),
+        ms(l.max)
+    )
+}
+
+/// Prints the log race's report.
+fn print_log(report: &RaceReport, log: &Path, total: u64, abandoned: u64, json: bool) {
+    let clean = report.is_clean();
     if json {
         let value = serde_json::json!({
+            "mode": "log",
             "writers": report.writers,
             "commits_per_writer": report.commits_per_writer,
             "versions": report.versions,
@@ -146,68 +240,142 @@ pub async fn run(
             "gaps": report.gaps,
             "conflicts": report.conflicts,
             "abandoned": abandoned,
-            "latency_ms": {
-                "p50": report.latency.p50.as_secs_f64() * 1e3,
-                "p90": report.latency.p90.as_secs_f64() * 1e3,
-                "p99": report.latency.p99.as_secs_f64() * 1e3,
-                "max": report.latency.max.as_secs_f64() * 1e3,
-            },
+            "latency_ms": latency_json(report.latency),
             "elapsed_s": report.elapsed.as_secs_f64(),
             "ok": clean,
         });
         println!("{value}");
-    } else {
-        let l = report.latency;
-        print_table(&[
-            ("log", log.to_string()),
-            (
-                "writers x commits",
-                format!("{} x {}", report.writers, report.commits_per_writer),
-            ),
-            (
-                "versions committed",
-                format!("{} of {total}", report.versions),
-            ),
-            ("duplicates found", report.duplicates.len().to_string()),
-            ("lost commits", report.lost.len().to_string()),
-            ("gaps", report.gaps.len().to_string()),
-            ("conflicts", report.conflicts.to_string()),
-            (
-                "commit latency",
-                format!(
-                    "p50 {}  p90 {}  p99 {}  max {}",
-                    ms(l.p50),
-                    ms(l.p90),
-                    ms(l.p99),
-                    ms(l.max)
-                ),
-            ),
-            ("elapsed", format!("{:.2} s", report.elapsed.as_secs_f64())),
-        ]);
-        if report.interrupted {
-            println!("interrupted after {} of {total} commits", report.committed);
-        }
-        if abandoned > 0 {
-            println!(
-                "abandoned {abandoned} commit attempts still waiting at the interrupt (counted as conflicts)"
-            );
-        }
-        if clean && report.committed > 0 {
-            println!(
-                "OK: every version from 0 to {} exists exactly once and holds its winner's bytes",
-                report.committed - 1
-            );
-        } else if clean {
-            println!("OK: nothing was committed");
-        } else {
-            println!("FAILED: the log does not hold exactly one winner per version");
-        }
+        return;
     }
-    Ok(match (clean, report.interrupted) {
-        (false, _) => ExitCode::FAILURE,
-        (true, true) => ExitCode::from(INTERRUPTED),
-        (true, false) => ExitCode::SUCCESS,
-    })
+    print_table(&[
+        ("log", log.to_string()),
+        (
+            "writers x commits",
+            format!("{} x {}", report.writers, report.commits_per_writer),
+        ),
+        (
+            "versions committed",
+            format!("{} of {total}", report.versions),
+        ),
+        ("duplicates found", report.duplicates.len().to_string()),
+        ("lost commits", report.lost.len().to_string()),
+        ("gaps", report.gaps.len().to_string()),
+        ("conflicts", report.conflicts.to_string()),
+        ("commit latency", latency_text(report.latency)),
+        ("elapsed", format!("{:.2} s", report.elapsed.as_secs_f64())),
+    ]);
+    if report.interrupted {
+        println!("interrupted after {} of {total} commits", report.committed);
+    }
+    say_abandoned(abandoned, "commit", "conflicts");
+    if clean && report.committed > 0 {
+        println!(
+            "OK: every version from 0 to {} exists exactly once and holds its winner's bytes",
+            report.committed - 1
+        );
+    } else if clean {
+        println!("OK: nothing was committed");
+    } else {
+        println!("FAILED: the log does not hold exactly one winner per version");
+    }
+}
+
+/// Prints the pointer race's report.
+fn print_pointer(report: &PointerReport, prefix: &Path, total: u64, abandoned: u64, json: bool) {
+    let clean = report.is_clean();
+    let target = |t: &Option<Path>| t.as_ref().map(Path::to_string);
+    if json {
+        let lost: Vec<serde_json::Value> = report
+            .lost
+            .iter()
+            .map(|swap| {
+                serde_json::json!({
+                    "writer": swap.writer,
+                    "metadata": swap.metadata.to_string(),
+                    "replaced": target(&swap.replaced),
+                })
+            })
+            .collect();
+        let doubles: Vec<Option<String>> = report.double_references.iter().map(target).collect();
+        let value = serde_json::json!({
+            "mode": "pointer",
+            "pointer": pointer::pointer_path(prefix).to_string(),
+            "writers": report.writers,
+            "swaps_per_writer": report.swaps_per_writer,
+            "acknowledged": report.acknowledged.len(),
+            "expected_swaps": total,
+            "interrupted": report.interrupted,
+            "chain_length": report.chain.len(),
+            "lost": lost,
+            "double_references": doubles,
+            "broken": report.broken,
+            "retries": report.retries,
+            "torn_reads": report.torn_reads,
+            "abandoned": abandoned,
+            "latency_ms": latency_json(report.latency),
+            "elapsed_s": report.elapsed.as_secs_f64(),
+            "ok": clean,
+        });
+        println!("{value}");
+        return;
+    }
+    print_table(&[
+        ("pointer", pointer::pointer_path(prefix).to_string()),
+        (
+            "writers x swaps",
+            format!("{} x {}", report.writers, report.swaps_per_writer),
+        ),
+        (
+            "swaps acknowledged",
+            format!("{} of {total}", report.acknowledged.len()),
+        ),
+        ("chain length", report.chain.len().to_string()),
+        ("lost swaps", report.lost.len().to_string()),
+        (
+            "double references",
+            report.double_references.len().to_string(),
+        ),
+        ("retries", report.retries.to_string()),
+        ("swap latency", latency_text(report.latency)),
+        ("elapsed", format!("{:.2} s", report.elapsed.as_secs_f64())),
+    ]);
+    if report.torn_reads > 0 {
+        println!(
+            "read the pointer again {} times: caught mid-write (the store writes objects in place)",
+            report.torn_reads
+        );
+    }
+    if let Some(broken) = &report.broken {
+        println!("broken chain: {broken}");
+    }
+    if report.interrupted {
+        println!(
+            "interrupted after {} of {total} swaps",
+            report.acknowledged.len()
+        );
+    }
+    say_abandoned(abandoned, "swap", "retries");
+    if clean && !report.acknowledged.is_empty() {
+        println!(
+            "OK: the chain behind the pointer holds every acknowledged swap, each target replaced once"
+        );
+    } else if clean {
+        println!("OK: nothing was swapped");
+    } else {
+        println!(
+            "FAILED: the chain behind the pointer does not hold every acknowledged swap exactly once"
+        );
+    }
+}
+
+/// Says how many attempts (`kind`: commit or swap) were abandoned at an interrupt, and
+/// what they were `counted` as, if any.
+fn say_abandoned(abandoned: u64, kind: &str, counted: &str) {
+    if abandoned > 0 {
+        println!(
+            "abandoned {abandoned} {kind} attempts still waiting at the interrupt (counted as {counted})"
+        );
+    }
 }
 
 /// Refuses a log that already holds objects: the race proves that every version from 0
@@ -262,9 +430,15 @@ struct AbandonableWriter {
     abandoned: Arc<AtomicU64>,
 }
 
-#[async_trait]
-impl LogWriter for AbandonableWriter {
-    async fn create(&self, path: &Path, body: Bytes) -> Result<bool, String> {
+impl AbandonableWriter {
+    /// Runs `write` of `body` to `path` until told to abandon it; then whether `path` holds
+    /// `body`, read back.
+    async fn abandonable(
+        &self,
+        write: impl Future<Output = Result<bool, String>>,
+        path: &Path,
+        body: &Bytes,
+    ) -> Result<bool, String> {
         let mut abandon = self.abandon.clone();
         let told = async move {
             // An error means the sender is gone, and with it any reason to abandon.
@@ -273,7 +447,7 @@ impl LogWriter for AbandonableWriter {
             }
         };
         tokio::select! {
-            won = self.inner.create(path, body.clone()) => won,
+            won = write => won,
             () = told => {
                 self.abandoned.fetch_add(1, Ordering::Relaxed);
                 let landed = async {
@@ -290,13 +464,38 @@ impl LogWriter for AbandonableWriter {
     }
 }
 
-/// A writer on a store that ignores conditional writes: every create is a plain PUT, and
-/// the store says it won (s3rver answers `If-None-Match: *` with 200 and overwrites).
-struct Unprotected(Arc<dyn ObjectStore>);
+#[async_trait]
+impl LogWriter for AbandonableWriter {
+    async fn create(&self, path: &Path, body: Bytes) -> Result<bool, String> {
+        self.abandonable(self.inner.create(path, body.clone()), path, &body)
+            .await
+    }
+}
 
 #[async_trait]
-impl LogWriter for Unprotected {
-    async fn create(&self, path: &Path, body: Bytes) -> Result<bool, String> {
+impl PointerWriter for AbandonableWriter {
+    async fn swap(
+        &self,
+        pointer: &Path,
+        body: Bytes,
+        expected: Option<&str>,
+    ) -> Result<bool, String> {
+        self.abandonable(
+            self.inner.swap(pointer, body.clone(), expected),
+            pointer,
+            &body,
+        )
+        .await
+    }
+}
+
+/// A writer on a store that ignores conditional writes: every create or swap is a plain
+/// PUT, and the store says it won (s3rver answers `If-None-Match: *` and `If-Match` with
+/// 200 and overwrites).
+struct Unprotected(Arc<dyn ObjectStore>);
+
+impl Unprotected {
+    async fn put(&self, path: &Path, body: Bytes) -> Result<bool, String> {
         self.0
             .put(path, body.into())
             .await
@@ -305,14 +504,32 @@ impl LogWriter for Unprotected {
     }
 }
 
+#[async_trait]
+impl LogWriter for Unprotected {
+    async fn create(&self, path: &Path, body: Bytes) -> Result<bool, String> {
+        self.put(path, body).await
+    }
+}
+
+#[async_trait]
+impl PointerWriter for Unprotected {
+    async fn swap(&self, pointer: &Path, body: Bytes, _: Option<&str>) -> Result<bool, String> {
+        self.put(pointer, body).await
+    }
+}
+
 /// A progress bar on stderr while the race runs, if stderr is a terminal (indicatif draws
 /// nothing otherwise).
-fn spawn_progress(control: Arc<RaceControl>, total: u64) -> tokio::task::JoinHandle<()> {
+fn spawn_progress(
+    control: Arc<RaceControl>,
+    total: u64,
+    unit: &str,
+) -> tokio::task::JoinHandle<()> {
     let bar = indicatif::ProgressBar::new(total);
     bar.set_style(
-        indicatif::ProgressStyle::with_template(
-            "{bar:40} {pos}/{len} commits, {per_sec}, eta {eta}",
-        )
+        indicatif::ProgressStyle::with_template(&format!(
+            "{{bar:40}} {{pos}}/{{len}} {unit}, {{per_sec}}, eta {{eta}}"
+        ))
         .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     tokio::spawn(async move {
