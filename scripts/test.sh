@@ -11,38 +11,43 @@ if [[ "${1:-}" != --inside ]]; then
 	exec scripts/services.sh run -- "$0" --inside
 fi
 
+# Every build below uses one feature set, so nothing is compiled twice: the planted bugs
+# (switches the simulator's tests flip; absent from production builds) and the wrapper for
+# object_store 0.13 with that version's own integration helpers.
+FEATURES="planted-bugs,object-store-013-conformance"
+
 echo "== cargo fmt --check"
 cargo fmt --check
 # The planted-bugs feature adds the switches the simulator's tests flip (off by default,
 # absent from production builds); lint both builds.
 echo "== cargo clippy --all-targets -- -D warnings (with and without planted-bugs)"
 cargo clippy --all-targets --quiet -- -D warnings
-cargo clippy --all-targets --quiet --features planted-bugs -- -D warnings
+cargo clippy --all-targets --quiet --features "$FEATURES" -- -D warnings
 echo "== cargo doc"
-RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet --features "$FEATURES"
 if cargo nextest --version >/dev/null 2>&1; then
 	# .config/nextest.toml bounds each test (killed after 5 minutes) and runs the
 	# zombie-write tests alone.
 	echo "== tests (runner: $(cargo nextest --version | head -n 1))"
-	cargo nextest run --features planted-bugs --lib --bins --tests --no-fail-fast
+	cargo nextest run --features "$FEATURES" --lib --bins --tests --no-fail-fast
 else
 	# Without nextest there is no per-test limit: bound the whole run instead, so a hung
 	# test fails it rather than stalling CI. Nor are the zombie-write tests run alone.
 	limit="${DYNACOMMIT_TEST_TIMEOUT:-30m}"
 	echo "== tests (runner: cargo test, nextest not installed; whole run killed after $limit)"
 	timeout --kill-after=30s "$limit" \
-		cargo test --features planted-bugs --lib --bins --tests --no-fail-fast
+		cargo test --features "$FEATURES" --lib --bins --tests --no-fail-fast
 fi
 echo "== examples (each exits non-zero if what it shows does not hold)"
 for example in examples/*.rs; do
 	name="$(basename "$example" .rs)"
 	echo "-- $name"
-	timeout --kill-after=10s 2m cargo run --quiet --features planted-bugs --example "$name"
+	timeout --kill-after=10s 2m cargo run --quiet --features "$FEATURES" --example "$name"
 done
 echo "== benchmark smoke run (every scenario and its checks, tiny sizes; timings mean nothing)"
 DYNACOMMIT_BENCH_SMOKE=1 timeout --kill-after=10s 5m \
-	cargo test --quiet --features planted-bugs --bench protocols --bench kv >/dev/null
+	cargo test --quiet --features "$FEATURES" --bench protocols --bench kv >/dev/null
 echo "== README command 1"
 cargo run --quiet -- race
 echo "== doc tests"
-cargo test --doc --quiet
+cargo test --doc --quiet --features "$FEATURES"

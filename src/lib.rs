@@ -27,6 +27,8 @@ pub mod lease;
 pub mod lock;
 pub mod race;
 mod store;
+#[cfg(feature = "object-store-013")]
+pub mod v013;
 
 pub use store::{CommitStore, may_have_applied};
 

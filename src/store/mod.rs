@@ -407,6 +407,9 @@ impl ObjectStore for CommitStore {
     };
 }
 
+#[cfg(feature = "object-store-013")]
+pub(crate) use commit_store;
+
 /// The wrapper for object_store 0.14, the default.
 mod v014 {
     commit_store!(object_store, "dynacommit");
