@@ -6,6 +6,10 @@
 //! their types come from differs, so one macro body serves both, and the lease protocol
 //! itself lives in [`LeaseManager::run_guarded`](crate::lease::LeaseManager::run_guarded).
 
+pub(crate) mod options;
+
+pub use options::FromOptionsError;
+
 /// The mark [`may_have_applied`] looks for: a write that was sent and whose outcome is
 /// unknown.
 #[derive(Debug, thiserror::Error)]
@@ -17,7 +21,7 @@ pub(crate) struct OutcomeUnknown {
 /// The `CommitStore` type, its `ObjectStore` implementation and `may_have_applied`, for
 /// the `object_store` crate named `$os`, at the path `$at` in docs.
 macro_rules! commit_store {
-    ($os:ident, $at:literal) => {
+    ($os:ident, $at:literal, $credentials:path) => {
 use std::ops::Range;
 use std::sync::Arc;
 
@@ -110,6 +114,75 @@ impl CommitStore {
     /// The lease manager.
     pub fn leases(&self) -> &LeaseManager {
         &self.leases
+    }
+
+    /// An S3 store on `url`, wrapped, configured as object_store 0.12 was: `options` are
+    /// what `AmazonS3Builder::with_config` takes (and deltalake's `storage_options`), over
+    /// the process's `AWS_*` variables, and `conditional_put=dynamo:TABLE[:TIMEOUT_MS]`
+    /// (or `AWS_CONDITIONAL_PUT`) names the lease table, as it selected 0.12's
+    /// DynamoCommit. DynamoDB is reached with the S3 store's credentials and region, at
+    /// `aws_endpoint_url_dynamodb` (option or variable), else at the S3 endpoint if one
+    /// is set (as 0.12 did), else at AWS's. Unknown options and malformed values are
+    /// errors naming the option.
+    ///
+    /// The lease table is object_store 0.12's, keyed by the object path alone, so 0.12.5
+    /// writers and these share it safely.
+    ///
+    /// ```no_run
+    /// # fn run() -> Result<(), Box<dyn std::error::Error>> {
+    #[doc = concat!(" use ", $at, "::CommitStore;")]
+    ///
+    /// let store = CommitStore::from_url_opts(
+    ///     "s3://lake/tables/events",
+    ///     [("aws_region", "eu-west-1"), ("conditional_put", "dynamo:lake_leases:5000")],
+    /// )?;
+    /// # let _ = store; Ok(()) }
+    /// ```
+    pub fn from_url_opts<I, K, V>(
+        url: &str,
+        options: I,
+    ) -> std::result::Result<Self, crate::store::FromOptionsError>
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<str>,
+        V: Into<String>,
+    {
+        use crate::store::FromOptionsError;
+        use $os::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+        let options = options
+            .into_iter()
+            .map(|(k, v)| (k.as_ref().to_owned(), v.into()));
+        let parsed = crate::store::options::Options::parse(
+            crate::store::options::Options::environment(),
+            options,
+            |key| key.parse::<AmazonS3ConfigKey>().is_ok(),
+        )?;
+        let mut builder = AmazonS3Builder::new().with_url(url);
+        for (key, value) in parsed.s3 {
+            let config_key = key
+                .parse::<AmazonS3ConfigKey>()
+                .map_err(|_| FromOptionsError::UnknownOption { key: key.clone() })?;
+            builder = builder.with_config(config_key, value);
+        }
+        let region = builder
+            .get_config_value(&AmazonS3ConfigKey::Region)
+            .unwrap_or_else(|| "us-east-1".to_owned());
+        let s3_endpoint = builder.get_config_value(&AmazonS3ConfigKey::Endpoint);
+        let s3 = builder
+            .build()
+            .map_err(|e| FromOptionsError::Store(e.to_string()))?;
+        let mut dynamo = crate::dynamo::DynamoClientBuilder::default()
+            .with_region(region)
+            .with_credential_provider($credentials(s3.credentials().clone()));
+        let endpoint = parsed
+            .dynamodb_endpoint
+            .or_else(|| std::env::var("AWS_ENDPOINT_URL_DYNAMODB").ok())
+            .or(s3_endpoint);
+        if let Some(endpoint) = endpoint {
+            dynamo = dynamo.with_endpoint(endpoint);
+        }
+        let leases = LeaseManager::dynamodb(dynamo.build()?, parsed.lease)?;
+        Ok(CommitStore::new(Arc::new(s3), leases))
     }
 
     /// One conditional write through the lease protocol
@@ -412,7 +485,7 @@ pub(crate) use commit_store;
 
 /// The wrapper for object_store 0.14, the default.
 mod v014 {
-    commit_store!(object_store, "dynacommit");
+    commit_store!(object_store, "dynacommit", std::convert::identity);
 }
 
 pub use v014::{CommitStore, may_have_applied};
