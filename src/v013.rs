@@ -17,6 +17,79 @@
 
 crate::store::commit_store!(object_store_013, "dynacommit::v013", credentials_013);
 
+// What the inner store offers beside `ObjectStore`, passed through unchanged: none of it
+// is conditional.
+
+use object_store_013::MultipartId;
+use object_store_013::list::{PaginatedListOptions, PaginatedListResult, PaginatedListStore};
+use object_store_013::multipart::{MultipartStore, PartId};
+use object_store_013::signer::Signer;
+
+#[async_trait]
+#[deny(clippy::missing_trait_methods)]
+impl<T: ObjectStore + MultipartStore + ?Sized> MultipartStore for CommitStore<T> {
+    async fn create_multipart(&self, path: &Path) -> Result<MultipartId> {
+        self.inner.create_multipart(path).await
+    }
+
+    async fn put_part(
+        &self,
+        path: &Path,
+        id: &MultipartId,
+        part_idx: usize,
+        data: PutPayload,
+    ) -> Result<PartId> {
+        self.inner.put_part(path, id, part_idx, data).await
+    }
+
+    async fn complete_multipart(
+        &self,
+        path: &Path,
+        id: &MultipartId,
+        parts: Vec<PartId>,
+    ) -> Result<PutResult> {
+        self.inner.complete_multipart(path, id, parts).await
+    }
+
+    async fn abort_multipart(&self, path: &Path, id: &MultipartId) -> Result<()> {
+        self.inner.abort_multipart(path, id).await
+    }
+}
+
+#[async_trait]
+#[deny(clippy::missing_trait_methods)]
+impl<T: ObjectStore + Signer + ?Sized> Signer for CommitStore<T> {
+    async fn signed_url(
+        &self,
+        method: http::Method,
+        path: &Path,
+        expires_in: std::time::Duration,
+    ) -> Result<url::Url> {
+        self.inner.signed_url(method, path, expires_in).await
+    }
+
+    async fn signed_urls(
+        &self,
+        method: http::Method,
+        paths: &[Path],
+        expires_in: std::time::Duration,
+    ) -> Result<Vec<url::Url>> {
+        self.inner.signed_urls(method, paths, expires_in).await
+    }
+}
+
+#[async_trait]
+#[deny(clippy::missing_trait_methods)]
+impl<T: ObjectStore + PaginatedListStore + ?Sized> PaginatedListStore for CommitStore<T> {
+    async fn list_paginated(
+        &self,
+        prefix: Option<&str>,
+        opts: PaginatedListOptions,
+    ) -> Result<PaginatedListResult> {
+        self.inner.list_paginated(prefix, opts).await
+    }
+}
+
 /// object_store 0.13's AWS credentials, as the DynamoDB client (on 0.14's types) takes
 /// them: the same provider, asked afresh for every request.
 fn credentials_013(

@@ -176,3 +176,29 @@ matrix! {
     list_with_offset_exclusivity [s3rver, seaweedfs, memory, local]:
         |f| it::list_with_offset_exclusivity(&f.store).await;
 }
+
+/// The wrapper over a concrete S3 store offers what that store offers beside
+/// `ObjectStore`: object_store's multipart and paginated listing helpers run with the
+/// wrapper as both faces, and a URL it signs is the one the store signs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_wrapper_passes_through_multipart_signing_and_paginated_listing() {
+    use object_store::signer::{Method, Signer};
+    let inner = Arc::new(
+        S3Server::SeaweedFs
+            .fresh_store(S3ConditionalPut::Disabled)
+            .await,
+    );
+    let store: CommitStore<object_store::aws::AmazonS3> =
+        CommitStore::new(inner.clone(), common::memory_leases());
+    it::multipart(&store, &store).await;
+    it::list_paginated(&store, &store).await;
+    let path = object_store::path::Path::from("signed");
+    let expires = std::time::Duration::from_secs(60);
+    let ours = store.signed_url(Method::GET, &path, expires).await.unwrap();
+    let theirs = inner.signed_url(Method::GET, &path, expires).await.unwrap();
+    assert_eq!(ours.path(), theirs.path());
+    assert!(
+        ours.query().unwrap_or_default().contains("X-Amz-Signature"),
+        "{ours}"
+    );
+}

@@ -90,3 +90,12 @@ matrix! {
     multipart_out_of_order [s3rver, seaweedfs, memory]:
         |s| it::multipart_out_of_order(&s).await;
 }
+
+/// The 0.13 wrapper over a concrete S3 store offers its multipart and paginated listing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_wrapper_passes_through_multipart_and_paginated_listing() {
+    let inner = bucket(S3Server::SeaweedFs, S3ConditionalPut::Disabled).await;
+    let store = CommitStore::new(inner, common::memory_leases());
+    it::multipart(&store, &store).await;
+    it::list_paginated(&store, &store).await;
+}

@@ -71,16 +71,20 @@ const STORE: &str = "dynacommit";
 #[doc = concat!(" assert!(matches!(again, Err(", stringify!($os), "::Error::AlreadyExists { .. })));")]
 /// # Ok(()) }
 /// ```
-pub struct CommitStore {
-    inner: Arc<dyn ObjectStore>,
+///
+/// The inner store's type is a parameter (by default any `ObjectStore` behind a
+/// `dyn`): with a concrete one, the wrapper also offers what it offers beside the trait
+/// (`MultipartStore`, `Signer`, `PaginatedListStore`), passed straight through.
+pub struct CommitStore<T: ?Sized = dyn ObjectStore> {
+    inner: Arc<T>,
     leases: LeaseManager,
     /// Put before every path in the lease table (empty: the path alone, as 0.12.5 does).
     lease_prefix: String,
 }
 
-impl CommitStore {
+impl<T: ObjectStore + ?Sized> CommitStore<T> {
     /// Wraps `inner`, coordinating its conditional writes through `leases`.
-    pub fn new(inner: Arc<dyn ObjectStore>, leases: LeaseManager) -> Self {
+    pub fn new(inner: Arc<T>, leases: LeaseManager) -> Self {
         Self {
             inner,
             leases,
@@ -107,7 +111,7 @@ impl CommitStore {
     }
 
     /// The wrapped store.
-    pub fn inner(&self) -> &Arc<dyn ObjectStore> {
+    pub fn inner(&self) -> &Arc<T> {
         &self.inner
     }
 
@@ -116,90 +120,21 @@ impl CommitStore {
         &self.leases
     }
 
-    /// An S3 store on `url`, wrapped, configured as object_store 0.12 was: `options` are
-    /// what `AmazonS3Builder::with_config` takes (and deltalake's `storage_options`), over
-    /// the process's `AWS_*` variables, and `conditional_put=dynamo:TABLE[:TIMEOUT_MS]`
-    /// (or `AWS_CONDITIONAL_PUT`) names the lease table, as it selected 0.12's
-    /// DynamoCommit. DynamoDB is reached with the S3 store's credentials and region, at
-    /// `aws_endpoint_url_dynamodb` (option or variable), else at the S3 endpoint if one
-    /// is set (as 0.12 did), else at AWS's. Unknown options and malformed values are
-    /// errors naming the option.
-    ///
-    /// The lease table is object_store 0.12's, keyed by the object path alone, so 0.12.5
-    /// writers and these share it safely.
-    ///
-    /// ```no_run
-    /// # fn run() -> Result<(), Box<dyn std::error::Error>> {
-    #[doc = concat!(" use ", $at, "::CommitStore;")]
-    ///
-    /// let store = CommitStore::from_url_opts(
-    ///     "s3://lake/tables/events",
-    ///     [("aws_region", "eu-west-1"), ("conditional_put", "dynamo:lake_leases:5000")],
-    /// )?;
-    /// # let _ = store; Ok(()) }
-    /// ```
-    pub fn from_url_opts<I, K, V>(
-        url: &str,
-        options: I,
-    ) -> std::result::Result<Self, crate::store::FromOptionsError>
-    where
-        I: IntoIterator<Item = (K, V)>,
-        K: AsRef<str>,
-        V: Into<String>,
-    {
-        use crate::store::FromOptionsError;
-        use $os::aws::{AmazonS3Builder, AmazonS3ConfigKey};
-        let options = options
-            .into_iter()
-            .map(|(k, v)| (k.as_ref().to_owned(), v.into()));
-        let parsed = crate::store::options::Options::parse(
-            crate::store::options::Options::environment(),
-            options,
-            |key| key.parse::<AmazonS3ConfigKey>().is_ok(),
-        )?;
-        let mut builder = AmazonS3Builder::new().with_url(url);
-        for (key, value) in parsed.s3 {
-            let config_key = key
-                .parse::<AmazonS3ConfigKey>()
-                .map_err(|_| FromOptionsError::UnknownOption { key: key.clone() })?;
-            builder = builder.with_config(config_key, value);
-        }
-        let region = builder
-            .get_config_value(&AmazonS3ConfigKey::Region)
-            .unwrap_or_else(|| "us-east-1".to_owned());
-        let s3_endpoint = builder.get_config_value(&AmazonS3ConfigKey::Endpoint);
-        let s3 = builder
-            .build()
-            .map_err(|e| FromOptionsError::Store(e.to_string()))?;
-        let mut dynamo = crate::dynamo::DynamoClientBuilder::default()
-            .with_region(region)
-            .with_credential_provider($credentials(s3.credentials().clone()));
-        let endpoint = parsed
-            .dynamodb_endpoint
-            .or_else(|| std::env::var("AWS_ENDPOINT_URL_DYNAMODB").ok())
-            .or(s3_endpoint);
-        if let Some(endpoint) = endpoint {
-            dynamo = dynamo.with_endpoint(endpoint);
-        }
-        let leases = LeaseManager::dynamodb(dynamo.build()?, parsed.lease)?;
-        Ok(CommitStore::new(Arc::new(s3), leases))
-    }
-
     /// One conditional write through the lease protocol
     /// ([`LeaseManager::run_guarded`], which owns every step's order); `write` is only
     /// called once the lease is held, and never polled past its usable time.
-    async fn guarded<T, C, CF, W, WF>(
+    async fn guarded<R, C, CF, W, WF>(
         &self,
         path: &Path,
         etag: &str,
         check: C,
         write: W,
-    ) -> Result<T>
+    ) -> Result<R>
     where
         C: FnMut() -> CF,
         CF: Future<Output = Result<()>>,
         W: FnOnce() -> WF,
-        WF: Future<Output = Result<T>>,
+        WF: Future<Output = Result<R>>,
     {
         let span = tracing::debug_span!("conditional_write", %path, etag);
         let key = format!("{}{path}", self.lease_prefix);
@@ -256,6 +191,78 @@ impl CommitStore {
             }
             Err(e) => Err(e),
         }
+    }
+}
+
+impl CommitStore {
+    /// An S3 store on `url`, wrapped, configured as object_store 0.12 was: `options` are
+    /// what `AmazonS3Builder::with_config` takes (and deltalake's `storage_options`), over
+    /// the process's `AWS_*` variables, and `conditional_put=dynamo:TABLE[:TIMEOUT_MS]`
+    /// (or `AWS_CONDITIONAL_PUT`) names the lease table, as it selected 0.12's
+    /// DynamoCommit. DynamoDB is reached with the S3 store's credentials and region, at
+    /// `aws_endpoint_url_dynamodb` (option or variable), else at the S3 endpoint if one
+    /// is set (as 0.12 did), else at AWS's. Unknown options and malformed values are
+    /// errors naming the option.
+    ///
+    /// The lease table is object_store 0.12's, keyed by the object path alone, so 0.12.5
+    /// writers and these share it safely. The store keeps its S3 type, so its multipart,
+    /// signing and paginated listing are offered too.
+    ///
+    /// ```no_run
+    /// # fn run() -> Result<(), Box<dyn std::error::Error>> {
+    #[doc = concat!(" use ", $at, "::CommitStore;")]
+    ///
+    /// let store = CommitStore::from_url_opts(
+    ///     "s3://lake/tables/events",
+    ///     [("aws_region", "eu-west-1"), ("conditional_put", "dynamo:lake_leases:5000")],
+    /// )?;
+    /// # let _ = store; Ok(()) }
+    /// ```
+    pub fn from_url_opts<I, K, V>(
+        url: &str,
+        options: I,
+    ) -> std::result::Result<CommitStore<$os::aws::AmazonS3>, crate::store::FromOptionsError>
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<str>,
+        V: Into<String>,
+    {
+        use crate::store::FromOptionsError;
+        use $os::aws::{AmazonS3Builder, AmazonS3ConfigKey};
+        let options = options
+            .into_iter()
+            .map(|(k, v)| (k.as_ref().to_owned(), v.into()));
+        let parsed = crate::store::options::Options::parse(
+            crate::store::options::Options::environment(),
+            options,
+            |key| key.parse::<AmazonS3ConfigKey>().is_ok(),
+        )?;
+        let mut builder = AmazonS3Builder::new().with_url(url);
+        for (key, value) in parsed.s3 {
+            let config_key = key
+                .parse::<AmazonS3ConfigKey>()
+                .map_err(|_| FromOptionsError::UnknownOption { key: key.clone() })?;
+            builder = builder.with_config(config_key, value);
+        }
+        let region = builder
+            .get_config_value(&AmazonS3ConfigKey::Region)
+            .unwrap_or_else(|| "us-east-1".to_owned());
+        let s3_endpoint = builder.get_config_value(&AmazonS3ConfigKey::Endpoint);
+        let s3 = builder
+            .build()
+            .map_err(|e| FromOptionsError::Store(e.to_string()))?;
+        let mut dynamo = crate::dynamo::DynamoClientBuilder::default()
+            .with_region(region)
+            .with_credential_provider($credentials(s3.credentials().clone()));
+        let endpoint = parsed
+            .dynamodb_endpoint
+            .or_else(|| std::env::var("AWS_ENDPOINT_URL_DYNAMODB").ok())
+            .or(s3_endpoint);
+        if let Some(endpoint) = endpoint {
+            dynamo = dynamo.with_endpoint(endpoint);
+        }
+        let leases = LeaseManager::dynamodb(dynamo.build()?, parsed.lease)?;
+        Ok(CommitStore::new(Arc::new(s3), leases))
     }
 }
 
@@ -351,7 +358,7 @@ fn lease_error(path: &Path, e: LeaseError) -> $os::Error {
     }
 }
 
-impl std::fmt::Display for CommitStore {
+impl<T: ObjectStore + ?Sized> std::fmt::Display for CommitStore<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(
             f,
@@ -363,7 +370,7 @@ impl std::fmt::Display for CommitStore {
 }
 
 // The inner store's Debug output is not ours to trust with secrets: show its Display.
-impl std::fmt::Debug for CommitStore {
+impl<T: ObjectStore + ?Sized> std::fmt::Debug for CommitStore<T> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("CommitStore")
             .field("inner", &format_args!("{}", self.inner))
@@ -375,7 +382,7 @@ impl std::fmt::Debug for CommitStore {
 
 #[async_trait]
 #[deny(clippy::missing_trait_methods)]
-impl ObjectStore for CommitStore {
+impl<T: ObjectStore + ?Sized> ObjectStore for CommitStore<T> {
     async fn put_opts(
         &self,
         location: &Path,
@@ -486,6 +493,99 @@ pub(crate) use commit_store;
 /// The wrapper for object_store 0.14, the default.
 mod v014 {
     commit_store!(object_store, "dynacommit", std::convert::identity);
+
+    // What the inner store offers beside `ObjectStore`, passed through unchanged: none of
+    // it is conditional. (0.13's traits lack the `_opts` methods: see `crate::v013`.)
+
+    use object_store::MultipartId;
+    use object_store::list::{PaginatedListOptions, PaginatedListResult, PaginatedListStore};
+    use object_store::multipart::{MultipartStore, PartId};
+    use object_store::signer::{Method, SignedUrlOptions, Signer, Url};
+
+    #[async_trait]
+    #[deny(clippy::missing_trait_methods)]
+    impl<T: ObjectStore + MultipartStore + ?Sized> MultipartStore for CommitStore<T> {
+        async fn create_multipart(&self, path: &Path) -> Result<MultipartId> {
+            self.inner.create_multipart(path).await
+        }
+
+        async fn create_multipart_opts(
+            &self,
+            path: &Path,
+            opts: PutMultipartOptions,
+        ) -> Result<MultipartId> {
+            self.inner.create_multipart_opts(path, opts).await
+        }
+
+        async fn put_part(
+            &self,
+            path: &Path,
+            id: &MultipartId,
+            part_idx: usize,
+            data: PutPayload,
+        ) -> Result<PartId> {
+            self.inner.put_part(path, id, part_idx, data).await
+        }
+
+        async fn complete_multipart(
+            &self,
+            path: &Path,
+            id: &MultipartId,
+            parts: Vec<PartId>,
+        ) -> Result<PutResult> {
+            self.inner.complete_multipart(path, id, parts).await
+        }
+
+        async fn abort_multipart(&self, path: &Path, id: &MultipartId) -> Result<()> {
+            self.inner.abort_multipart(path, id).await
+        }
+    }
+
+    #[async_trait]
+    #[deny(clippy::missing_trait_methods)]
+    impl<T: ObjectStore + Signer + ?Sized> Signer for CommitStore<T> {
+        async fn signed_url(
+            &self,
+            method: Method,
+            path: &Path,
+            expires_in: std::time::Duration,
+        ) -> Result<Url> {
+            self.inner.signed_url(method, path, expires_in).await
+        }
+
+        async fn signed_url_opts(
+            &self,
+            method: Method,
+            path: &Path,
+            expires_in: std::time::Duration,
+            options: &SignedUrlOptions,
+        ) -> Result<Url> {
+            self.inner
+                .signed_url_opts(method, path, expires_in, options)
+                .await
+        }
+
+        async fn signed_urls(
+            &self,
+            method: Method,
+            paths: &[Path],
+            expires_in: std::time::Duration,
+        ) -> Result<Vec<Url>> {
+            self.inner.signed_urls(method, paths, expires_in).await
+        }
+    }
+
+    #[async_trait]
+    #[deny(clippy::missing_trait_methods)]
+    impl<T: ObjectStore + PaginatedListStore + ?Sized> PaginatedListStore for CommitStore<T> {
+        async fn list_paginated(
+            &self,
+            prefix: Option<&str>,
+            opts: PaginatedListOptions,
+        ) -> Result<PaginatedListResult> {
+            self.inner.list_paginated(prefix, opts).await
+        }
+    }
 }
 
 pub use v014::{CommitStore, may_have_applied};
