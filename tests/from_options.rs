@@ -29,7 +29,7 @@ async fn options() -> (String, Vec<(&'static str, String)>) {
         ("conditional_put", format!("dynamo:{table}:3000")),
         ("aws_endpoint_url_dynamodb", common::dynamodb_url()),
     ];
-    (format!("s3://{bucket}"), options)
+    (format!("s3://{bucket}/table"), options)
 }
 
 /// The test body for one object_store version: `$os` the crate, `$store` the wrapper.
@@ -40,8 +40,15 @@ macro_rules! one_winner {
             use std::sync::Arc;
             use $os::{ObjectStore, PutMode, path::Path};
             let (url, options) = options().await;
-            let store = Arc::new(<$store>::from_url_opts(&url, options).unwrap());
-            let path = Path::from("_delta_log/00000000000000000000.json");
+            let url = url::Url::parse(&url).unwrap();
+            let (store, root) = <$store>::from_url_opts(&url, options).unwrap();
+            assert_eq!(
+                root.as_ref(),
+                "table",
+                "the URL's path comes back, as from parse_url_opts"
+            );
+            let store = Arc::new(store);
+            let path = Path::from("table/_delta_log/00000000000000000000.json");
             let racers = (0..8).map(|i| {
                 let (store, path) = (store.clone(), path.clone());
                 tokio::spawn(async move {
@@ -87,14 +94,17 @@ one_winner!(
 
 #[test]
 fn options_no_store_knows_are_refused_by_name() {
+    let url = url::Url::parse("s3://bucket").unwrap();
     let err = dynacommit::CommitStore::from_url_opts(
-        "s3://bucket",
+        &url,
         [("conditional_put", "dynamo:t"), ("aws_bucket_nam", "x")],
     )
     .unwrap_err();
     assert!(err.to_string().contains("`aws_bucket_nam`"), "{err}");
-    let err =
-        dynacommit::CommitStore::from_url_opts("s3://bucket", [("conditional_put", "dynamo:t:5s")])
-            .unwrap_err();
+    let err = dynacommit::CommitStore::from_url_opts(&url, [("conditional_put", "dynamo:t:5s")])
+        .unwrap_err();
     assert!(err.to_string().contains("whole milliseconds"), "{err}");
+    // `?` works where object_store's errors are returned.
+    let as_store_error: object_store::Error = err.into();
+    assert!(as_store_error.to_string().contains("whole milliseconds"));
 }

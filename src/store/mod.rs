@@ -120,6 +120,19 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
         &self.leases
     }
 
+    /// The same store over `dyn ObjectStore`, for code that names the plain
+    /// [`CommitStore`] type.
+    pub fn into_dyn(self) -> CommitStore
+    where
+        T: Sized,
+    {
+        CommitStore {
+            inner: self.inner,
+            leases: self.leases,
+            lease_prefix: self.lease_prefix,
+        }
+    }
+
     /// One conditional write through the lease protocol
     /// ([`LeaseManager::run_guarded`], which owns every step's order); `write` is only
     /// called once the lease is held, and never polled past its usable time.
@@ -195,14 +208,16 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
 }
 
 impl CommitStore {
-    /// An S3 store on `url`, wrapped, configured as object_store 0.12 was: `options` are
-    /// what `AmazonS3Builder::with_config` takes (and deltalake's `storage_options`), over
-    /// the process's `AWS_*` variables, and `conditional_put=dynamo:TABLE[:TIMEOUT_MS]`
-    /// (or `AWS_CONDITIONAL_PUT`) names the lease table, as it selected 0.12's
-    /// DynamoCommit. DynamoDB is reached with the S3 store's credentials and region, at
-    /// `aws_endpoint_url_dynamodb` (option or variable), else at the S3 endpoint if one
-    /// is set (as 0.12 did), else at AWS's. Unknown options and malformed values are
-    /// errors naming the option.
+    /// An S3 store on `url`, wrapped, and the path within it: object_store 0.12's
+    /// `parse_url_opts` for stores that used its DynamoCommit. `options` are what
+    /// `AmazonS3Builder::with_config` takes (keys in any case), and
+    /// `conditional_put=dynamo:TABLE[:TIMEOUT_MS]` names the lease table, as it selected
+    /// 0.12's DynamoCommit. Like `parse_url_opts`, it reads no environment.
+    ///
+    /// DynamoDB is reached with the S3 store's credentials, in its region (the URL's, if
+    /// the URL names one), through its proxy and CA settings, at
+    /// `aws_endpoint_url_dynamodb`, else at the S3 endpoint if one is set (as 0.12 did),
+    /// else at AWS's. Unknown options and malformed values are errors naming the option.
     ///
     /// The lease table is object_store 0.12's, keyed by the object path alone, so 0.12.5
     /// writers and these share it safely. The store keeps its S3 type, so its multipart,
@@ -212,16 +227,17 @@ impl CommitStore {
     /// # fn run() -> Result<(), Box<dyn std::error::Error>> {
     #[doc = concat!(" use ", $at, "::CommitStore;")]
     ///
-    /// let store = CommitStore::from_url_opts(
-    ///     "s3://lake/tables/events",
+    /// let url = url::Url::parse("s3://lake/tables/events")?;
+    /// let (store, path) = CommitStore::from_url_opts(
+    ///     &url,
     ///     [("aws_region", "eu-west-1"), ("conditional_put", "dynamo:lake_leases:5000")],
     /// )?;
-    /// # let _ = store; Ok(()) }
+    /// # let _ = (store, path); Ok(()) }
     /// ```
     pub fn from_url_opts<I, K, V>(
-        url: &str,
+        url: &url::Url,
         options: I,
-    ) -> std::result::Result<CommitStore<$os::aws::AmazonS3>, crate::store::FromOptionsError>
+    ) -> std::result::Result<(CommitStore<$os::aws::AmazonS3>, Path), crate::store::FromOptionsError>
     where
         I: IntoIterator<Item = (K, V)>,
         K: AsRef<str>,
@@ -232,20 +248,20 @@ impl CommitStore {
         let options = options
             .into_iter()
             .map(|(k, v)| (k.as_ref().to_owned(), v.into()));
-        let parsed = crate::store::options::Options::parse(
-            crate::store::options::Options::environment(),
-            options,
-            |key| key.parse::<AmazonS3ConfigKey>().is_ok(),
-        )?;
-        let mut builder = AmazonS3Builder::new().with_url(url);
+        let parsed = crate::store::options::Options::parse(options, |key| {
+            key.parse::<AmazonS3ConfigKey>().is_ok()
+        })?;
+        let mut builder = AmazonS3Builder::new().with_url(url.as_str());
         for (key, value) in parsed.s3 {
             let config_key = key
                 .parse::<AmazonS3ConfigKey>()
                 .map_err(|_| FromOptionsError::UnknownOption { key: key.clone() })?;
             builder = builder.with_config(config_key, value);
         }
-        let region = builder
-            .get_config_value(&AmazonS3ConfigKey::Region)
+        // The URL's region wins over the option for S3 (the builder parses the URL when it
+        // builds): the leases go where the data goes.
+        let region = crate::store::options::region_of_url(url)
+            .or_else(|| builder.get_config_value(&AmazonS3ConfigKey::Region))
             .unwrap_or_else(|| "us-east-1".to_owned());
         let s3_endpoint = builder.get_config_value(&AmazonS3ConfigKey::Endpoint);
         let s3 = builder
@@ -254,15 +270,25 @@ impl CommitStore {
         let mut dynamo = crate::dynamo::DynamoClientBuilder::default()
             .with_region(region)
             .with_credential_provider($credentials(s3.credentials().clone()));
-        let endpoint = parsed
-            .dynamodb_endpoint
-            .or_else(|| std::env::var("AWS_ENDPOINT_URL_DYNAMODB").ok())
-            .or(s3_endpoint);
-        if let Some(endpoint) = endpoint {
+        if let Some(endpoint) = parsed.dynamodb_endpoint.or(s3_endpoint) {
             dynamo = dynamo.with_endpoint(endpoint);
         }
+        if let Some(http) = parsed.http.client()? {
+            dynamo = dynamo.with_http_client(http);
+        }
         let leases = LeaseManager::dynamodb(dynamo.build()?, parsed.lease)?;
-        Ok(CommitStore::new(Arc::new(s3), leases))
+        let path = Path::from_url_path(url.path())
+            .map_err(|e| FromOptionsError::Store(format!("the URL's path: {e}")))?;
+        Ok((CommitStore::new(Arc::new(s3), leases), path))
+    }
+}
+
+impl From<crate::store::FromOptionsError> for $os::Error {
+    fn from(e: crate::store::FromOptionsError) -> Self {
+        $os::Error::Generic {
+            store: STORE,
+            source: Box::new(e),
+        }
     }
 }
 

@@ -1,8 +1,9 @@
 //! The configuration object_store 0.12 users had: a URL and the option map they pass to
-//! `AmazonS3Builder` (and deltalake's `storage_options`), with
+//! `parse_url_opts` / `AmazonS3Builder::with_config`, with
 //! `conditional_put=dynamo:TABLE[:TIMEOUT_MS]` selecting the DynamoDB commit protocol.
 //! This module reads what belongs to dynacommit and hands the rest to the S3 builder of
-//! whichever object_store version is wrapped.
+//! whichever object_store version is wrapped. Like `parse_url_opts`, it reads no
+//! environment: what the caller passes is all there is.
 
 use std::time::Duration;
 
@@ -66,60 +67,123 @@ pub(crate) struct Options {
     pub lease: LeaseConfig,
     /// Where DynamoDB is, if named.
     pub dynamodb_endpoint: Option<String>,
-    /// The options for the S3 builder, in order (the environment's first).
+    /// The options for the S3 builder, keys lowercased, in order.
     pub s3: Vec<(String, String)>,
+    /// The HTTP settings among them that the DynamoDB client must share: a proxy, a CA,
+    /// accepting invalid certificates.
+    pub http: HttpOptions,
+}
+
+/// The S3 store's HTTP settings that DynamoDB requests must follow too, as object_store
+/// 0.12's DynamoCommit sent its requests through the S3 client.
+#[derive(Debug, Default)]
+pub(crate) struct HttpOptions {
+    pub proxy_url: Option<String>,
+    pub proxy_ca_certificate: Option<String>,
+    pub allow_invalid_certificates: bool,
+}
+
+impl HttpOptions {
+    /// A reqwest client with these settings, or `None` if there are none.
+    pub(crate) fn client(&self) -> Result<Option<reqwest::Client>, FromOptionsError> {
+        if self.proxy_url.is_none() && !self.allow_invalid_certificates {
+            return Ok(None);
+        }
+        let bad = |key: &str, value: &str, e: reqwest::Error| FromOptionsError::BadValue {
+            key: key.to_owned(),
+            value: value.to_owned(),
+            problem: format!("unusable for the DynamoDB client: {e}"),
+        };
+        let mut builder = reqwest::Client::builder();
+        if let Some(url) = &self.proxy_url {
+            let proxy = reqwest::Proxy::all(url).map_err(|e| bad("proxy_url", url, e))?;
+            builder = builder.proxy(proxy);
+        }
+        if let Some(pem) = &self.proxy_ca_certificate {
+            let ca = reqwest::Certificate::from_pem(pem.as_bytes())
+                .map_err(|e| bad("proxy_ca_certificate", "(PEM)", e))?;
+            builder = builder.add_root_certificate(ca);
+        }
+        if self.allow_invalid_certificates {
+            builder = builder.danger_accept_invalid_certs(true);
+        }
+        builder.build().map(Some).map_err(|e| {
+            FromOptionsError::Store(format!("cannot build the DynamoDB HTTP client: {e}"))
+        })
+    }
 }
 
 impl Options {
-    /// Sorts `env` (the process's `AWS_*` variables, read as `AmazonS3Builder::from_env`
-    /// does) and `options` (which win). `is_s3_key` says whether the S3 builder knows a
-    /// key. Unknown options are errors; unknown variables are ignored, as object_store does.
+    /// Sorts `options` (keys in any case, as object_store takes them). `is_s3_key` says
+    /// whether the S3 builder knows a (lowercased) key. Unknown options are errors.
     pub(crate) fn parse(
-        env: impl IntoIterator<Item = (String, String)>,
         options: impl IntoIterator<Item = (String, String)>,
         is_s3_key: impl Fn(&str) -> bool,
     ) -> Result<Self, FromOptionsError> {
-        let mut lease: Option<LeaseConfig> = None;
+        let mut lease: Option<(String, String, LeaseConfig)> = None;
+        let mut copy: Option<(String, String, LeaseConfig)> = None;
         let mut dynamodb_endpoint = None;
+        let mut http = HttpOptions::default();
         let mut s3 = Vec::new();
-        let given = env
-            .into_iter()
-            .map(|kv| (kv, true))
-            .chain(options.into_iter().map(|kv| (kv, false)));
-        for ((key, value), from_env) in given {
+        for (key, value) in options {
             let name = key.to_ascii_lowercase();
+            let short = name.strip_prefix("aws_").unwrap_or(&name);
             if CONDITIONAL_PUT.contains(&name.as_str()) {
-                lease = Some(lease_config(&key, &value)?);
+                lease = Some((key.clone(), value.clone(), lease_config(&key, &value)?));
             } else if COPY_IF_NOT_EXISTS.contains(&name.as_str()) {
-                // 0.12 also took `dynamo:` here; copies go through the leases anyway.
-                if !value.trim().starts_with("dynamo") {
-                    return Err(FromOptionsError::BadValue {
-                        key,
-                        value,
-                        problem: "dynacommit supplies copy-if-not-exists through its leases: drop this option, or give `dynamo:TABLE` as object_store 0.12 took".into(),
-                    });
-                }
+                // 0.12 took `dynamo:TABLE` here too, for copy and rename leases.
+                copy = Some((key.clone(), value.clone(), lease_config(&key, &value)?));
             } else if DYNAMODB_ENDPOINT.contains(&name.as_str()) {
-                dynamodb_endpoint = Some(value);
-            } else if is_s3_key(&key) {
-                s3.push((key, value));
-            } else if !from_env {
+                if !value.trim().is_empty() {
+                    dynamodb_endpoint = Some(value);
+                }
+            } else if is_s3_key(&name) {
+                match short {
+                    "proxy_url" => http.proxy_url = Some(value.clone()),
+                    "proxy_ca_certificate" => http.proxy_ca_certificate = Some(value.clone()),
+                    "allow_invalid_certificates" => {
+                        http.allow_invalid_certificates = value.trim().eq_ignore_ascii_case("true")
+                    }
+                    "skip_signature" if value.trim().eq_ignore_ascii_case("true") => {
+                        return Err(FromOptionsError::BadValue {
+                            key,
+                            value,
+                            problem:
+                                "DynamoDB takes only signed requests: the leases need credentials"
+                                    .into(),
+                        });
+                    }
+                    _ => {}
+                }
+                s3.push((name, value));
+            } else {
                 return Err(FromOptionsError::UnknownOption { key });
             }
         }
+        let Some((_, _, lease)) = lease else {
+            return Err(FromOptionsError::NoLeaseTable);
+        };
+        // Copies and renames lease in the same table, with the same timeout: 0.12.5 writers
+        // configured with another copy table would never meet these.
+        if let Some((key, value, copy)) = copy
+            && (copy.table != lease.table || copy.timeout != lease.timeout)
+        {
+            return Err(FromOptionsError::BadValue {
+                key,
+                value,
+                problem: format!(
+                    "dynacommit leases copies in the conditional_put table ({}, {} ms): give the same `dynamo:` value, or drop this option",
+                    lease.table,
+                    lease.timeout.as_millis()
+                ),
+            });
+        }
         Ok(Self {
-            lease: lease.ok_or(FromOptionsError::NoLeaseTable)?,
+            lease,
             dynamodb_endpoint,
             s3,
+            http,
         })
-    }
-
-    /// The process's `AWS_*` variables, lowercased as object_store reads them.
-    pub(crate) fn environment() -> Vec<(String, String)> {
-        std::env::vars()
-            .filter(|(k, _)| k.starts_with("AWS_"))
-            .map(|(k, v)| (k.to_ascii_lowercase(), v))
-            .collect()
     }
 }
 
@@ -148,11 +212,34 @@ fn lease_config(key: &str, value: &str) -> Result<LeaseConfig, FromOptionsError>
     if table.is_empty() {
         return Err(bad("the table name is empty"));
     }
-    let config = LeaseConfig::new(table);
-    Ok(match timeout {
-        Some(timeout) => config.with_timeout(timeout),
-        None => config,
-    })
+    let mut config = LeaseConfig::new(table);
+    if let Some(timeout) = timeout {
+        config = config.with_timeout(timeout);
+        // Records must outlive any reclaim of them, however long the lease: 0.12 took
+        // any timeout.
+        let needed = timeout * 2 * config.max_clock_skew_rate;
+        config.ttl = config.ttl.max(needed);
+    }
+    config
+        .validate()
+        .map_err(|e| bad(&format!("not a usable lease: {e}")))?;
+    Ok(config)
+}
+
+/// The region an AWS S3 URL names in its host (`https://b.s3.eu-west-1.amazonaws.com`,
+/// `https://s3.eu-west-1.amazonaws.com/b`, dualstack too), which object_store's builder
+/// takes over the region option for S3: the leases must use the same.
+pub(crate) fn region_of_url(url: &url::Url) -> Option<String> {
+    let host = url.host_str()?;
+    let labels: Vec<&str> = host.strip_suffix(".amazonaws.com")?.split('.').collect();
+    let s3 = labels.iter().position(|l| *l == "s3")?;
+    let next = labels.get(s3 + 1)?;
+    let region = if *next == "dualstack" {
+        labels.get(s3 + 2)?
+    } else {
+        next
+    };
+    Some((*region).to_owned())
 }
 
 #[cfg(test)]
@@ -161,9 +248,7 @@ mod tests {
 
     fn parse(options: &[(&str, &str)]) -> Result<Options, FromOptionsError> {
         let owned = options.iter().map(|(k, v)| (k.to_string(), v.to_string()));
-        Options::parse(Vec::new(), owned, |k| {
-            k.starts_with("aws_") || k == "region"
-        })
+        Options::parse(owned, |k| k.starts_with("aws_") || k == "region")
     }
 
     #[test]
@@ -176,8 +261,18 @@ mod tests {
         assert_eq!(o.lease.table, "lake_leases");
         assert_eq!(o.lease.timeout, Duration::from_millis(2500));
         assert_eq!(o.s3, vec![("region".to_owned(), "x".to_owned())]);
-        let o = parse(&[("AWS_CONDITIONAL_PUT", "dynamo:t")]).unwrap();
+        let o = parse(&[("AWS_CONDITIONAL_PUT", "dynamo:t"), ("AWS_REGION", "y")]).unwrap();
         assert_eq!(o.lease.table, "t");
+        assert_eq!(
+            o.s3,
+            vec![("aws_region".to_owned(), "y".to_owned())],
+            "any case"
+        );
+        let long = parse(&[("conditional_put", "dynamo:t:900000")]).unwrap();
+        assert!(
+            long.lease.ttl >= Duration::from_secs(2 * 900 * 3),
+            "0.12 took long leases"
+        );
     }
 
     #[test]
@@ -186,6 +281,7 @@ mod tests {
         assert!(err(&[("conditional_put", "etag")]).contains("`conditional_put` = `etag`"));
         assert!(err(&[("conditional_put", "dynamo:t:soon")]).contains("whole milliseconds"));
         assert!(err(&[("conditional_put", "dynamo:")]).contains("empty"));
+        assert!(err(&[("conditional_put", "dynamo:t:0")]).contains("`conditional_put`"));
         assert!(
             err(&[("conditional_put", "dynamo:t"), ("bucket_nam", "b")]).contains("`bucket_nam`")
         );
@@ -195,24 +291,45 @@ mod tests {
                 ("conditional_put", "dynamo:t"),
                 ("copy_if_not_exists", "header:a:b")
             ])
-            .contains("copy-if-not-exists")
+            .contains("`copy_if_not_exists`")
+        );
+        assert!(
+            err(&[
+                ("conditional_put", "dynamo:t"),
+                ("copy_if_not_exists", "dynamo:other")
+            ])
+            .contains("same `dynamo:` value")
+        );
+        parse(&[
+            ("conditional_put", "dynamo:t:900"),
+            ("copy_if_not_exists", "dynamo: t:900"),
+        ])
+        .unwrap();
+        assert!(
+            err(&[
+                ("conditional_put", "dynamo:t"),
+                ("aws_skip_signature", "true")
+            ])
+            .contains("signed")
         );
     }
 
     #[test]
-    fn options_win_over_the_environment_and_unknown_variables_are_ignored() {
-        let env = vec![
-            (
-                "aws_conditional_put".to_owned(),
-                "dynamo:from_env".to_owned(),
-            ),
-            ("aws_no_such_thing".to_owned(), "x".to_owned()),
-        ];
-        let options = vec![(
-            "conditional_put".to_owned(),
-            "dynamo:from_options".to_owned(),
-        )];
-        let o = Options::parse(env, options, |k| k == "region").unwrap();
-        assert_eq!(o.lease.table, "from_options");
+    fn an_s3_url_names_its_region() {
+        let region = |u: &str| region_of_url(&url::Url::parse(u).unwrap());
+        assert_eq!(
+            region("https://b.s3.eu-west-1.amazonaws.com/x").as_deref(),
+            Some("eu-west-1")
+        );
+        assert_eq!(
+            region("https://s3.us-west-2.amazonaws.com/b").as_deref(),
+            Some("us-west-2")
+        );
+        assert_eq!(
+            region("https://b.s3.dualstack.ap-south-1.amazonaws.com").as_deref(),
+            Some("ap-south-1")
+        );
+        assert_eq!(region("s3://bucket/path"), None);
+        assert_eq!(region("http://127.0.0.1:4568/b"), None);
     }
 }
