@@ -12,9 +12,10 @@ if [[ "${1:-}" != --inside ]]; then
 fi
 
 # Every build below uses one feature set, so nothing is compiled twice: the planted bugs
-# (switches the simulator's tests flip; absent from production builds) and the wrapper for
-# object_store 0.13 with that version's own integration helpers.
-FEATURES="planted-bugs,object-store-013-conformance"
+# (switches the simulator's tests flip; absent from production builds), the wrapper for
+# object_store 0.13 with that version's own integration helpers, and the deltalake
+# integration (tests/deltalake_race.rs).
+FEATURES="planted-bugs,object-store-013-conformance,deltalake"
 
 echo "== cargo fmt --check"
 cargo fmt --check

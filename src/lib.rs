@@ -12,6 +12,8 @@
 //!   deterministic simulation.
 //! - [`dynamo`] is a DynamoDB client of our own: signed JSON requests, retries, typed
 //!   errors, table provisioning.
+//! - `deltalake` (feature `deltalake`) registers deltalake-core's `s3://` stores as
+//!   `v013::CommitStore`s, so Delta tables commit through the leases.
 //! - [`race`] is the Delta-style commit race that proves it, and the Iceberg-style
 //!   pointer race that proves compare-and-swap.
 //!
@@ -21,6 +23,8 @@
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
 pub mod bench;
+#[cfg(feature = "deltalake")]
+pub mod deltalake;
 pub mod dynamo;
 pub mod kv;
 pub mod lease;

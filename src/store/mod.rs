@@ -243,6 +243,24 @@ impl CommitStore {
         K: AsRef<str>,
         V: Into<String>,
     {
+        Self::from_url_opts_with(url, options, std::convert::identity)
+    }
+
+    /// [`Self::from_url_opts`], with `configure` applied to the S3 builder before the
+    /// options (so that an option naming a setting `configure` also sets wins): for an
+    /// integration that carries settings of its own (retries, client options).
+    // Only the deltalake integration (object_store 0.13) calls it.
+    #[allow(dead_code)]
+    pub(crate) fn from_url_opts_with<I, K, V>(
+        url: &url::Url,
+        options: I,
+        configure: impl FnOnce($os::aws::AmazonS3Builder) -> $os::aws::AmazonS3Builder,
+    ) -> std::result::Result<(CommitStore<$os::aws::AmazonS3>, Path), crate::store::FromOptionsError>
+    where
+        I: IntoIterator<Item = (K, V)>,
+        K: AsRef<str>,
+        V: Into<String>,
+    {
         use crate::store::FromOptionsError;
         use $os::aws::{AmazonS3Builder, AmazonS3ConfigKey};
         let options = options
@@ -251,7 +269,7 @@ impl CommitStore {
         let parsed = crate::store::options::Options::parse(options, |key| {
             key.parse::<AmazonS3ConfigKey>().is_ok()
         })?;
-        let mut builder = AmazonS3Builder::new().with_url(url.as_str());
+        let mut builder = configure(AmazonS3Builder::new().with_url(url.as_str()));
         for (key, value) in parsed.s3 {
             let config_key = key
                 .parse::<AmazonS3ConfigKey>()
