@@ -315,6 +315,18 @@ impl Reader {
                 }
                 return Ok(Polled::Records(0));
             }
+            // An iterator younger than its 15 minutes refused as trimmed points before the
+            // shard's first record: it was taken when the shard held none (DynamoDB Local
+            // does this when other tables' writes move its shared counter on). Everything
+            // in the shard came after it, so the shard is read from its start.
+            Err(e)
+                if e.is_trimmed()
+                    && matches!(self.position.shards.get(shard), Some(Resume::Iterator(_))) =>
+            {
+                let stream = self.position.stream.clone();
+                self.reopen(&stream, shard, Resume::TrimHorizon).await?;
+                return Ok(Polled::Records(0));
+            }
             // Too many readers on the shard for now: slow down rather than give up.
             Err(e) if is_throttled(&e) => {
                 tracing::debug!(shard, error = %e, "stream read refused for now");
