@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 use crate::backends::BackendArgs;
 use crate::fail::Fail;
 use crate::kv_file::{self, KvFile};
-use crate::report::print_table;
+use crate::report::{print_columns, print_table};
 use crate::signals::{INTERRUPTED, Interrupt};
 
 /// The key-value table unless --kv-table or DYNACOMMIT_KV_TABLE names another.
@@ -625,21 +625,7 @@ fn print_entries(entries: &[Entry]) {
             ]
         })
         .collect();
-    let header = ["KEY", "REVISION", "EXPIRES", "VALUE"].map(str::to_owned);
-    let mut widths = header.clone().map(|h| h.len());
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.chars().count());
-        }
-    }
-    for row in std::iter::once(&header).chain(&rows) {
-        let line: Vec<String> = row
-            .iter()
-            .zip(widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
-        println!("{}", line.join("  ").trim_end());
-    }
+    print_columns(["KEY", "REVISION", "EXPIRES", "VALUE"], &rows);
 }
 
 #[cfg(test)]

@@ -7,6 +7,7 @@ use dynacommit::lease::LeaseRecord;
 
 use crate::backends::BackendArgs;
 use crate::fail::Fail;
+use crate::report::print_columns;
 
 #[derive(Debug, Subcommand)]
 pub enum LeaseCommand {
@@ -125,21 +126,7 @@ fn print_records(records: &[LeaseRecord]) {
             ]
         })
         .collect();
-    let header = ["PATH", "ETAG", "GEN", "TIMEOUT", "STATE", "HOLDER"].map(str::to_owned);
-    let mut widths = header.clone().map(|h| h.len());
-    for row in &rows {
-        for (w, cell) in widths.iter_mut().zip(row) {
-            *w = (*w).max(cell.len());
-        }
-    }
-    for row in std::iter::once(&header).chain(&rows) {
-        let line: Vec<String> = row
-            .iter()
-            .zip(widths)
-            .map(|(c, w)| format!("{c:<w$}"))
-            .collect();
-        println!("{}", line.join("  ").trim_end());
-    }
+    print_columns(["PATH", "ETAG", "GEN", "TIMEOUT", "STATE", "HOLDER"], &rows);
 }
 
 pub async fn run(
