@@ -5,28 +5,8 @@ mod common;
 use std::process::{Command, Output};
 
 fn dynacommit(args: &[&str], env: &[(&str, &str)]) -> Output {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_dynacommit"));
+    let mut command = common::dynacommit_command();
     command.args(args);
-    // Start from no AWS configuration, so the embedded default is what runs unless a test
-    // says otherwise.
-    for var in [
-        "AWS_ENDPOINT_URL_DYNAMODB",
-        "AWS_ENDPOINT_URL",
-        "AWS_ENDPOINT_URL_S3",
-        "AWS_REGION",
-        "AWS_DEFAULT_REGION",
-        "AWS_ACCESS_KEY_ID",
-        "AWS_SECRET_ACCESS_KEY",
-        "AWS_SESSION_TOKEN",
-        "DYNACOMMIT_STORE",
-        "DYNACOMMIT_LEASE_TABLE",
-        "DYNACOMMIT_LEASE_TIMEOUT_MS",
-        "DYNACOMMIT_MAX_CLOCK_SKEW_RATE",
-        "DYNACOMMIT_LEASE_TTL_SECS",
-        "DYNACOMMIT_POLL_INTERVAL_MS",
-    ] {
-        command.env_remove(var);
-    }
     command.envs(env.iter().copied());
     command.output().unwrap()
 }

@@ -12,29 +12,10 @@ use base64::Engine;
 use base64::engine::general_purpose::STANDARD as BASE64;
 use serde_json::Value;
 
-/// The variables that could point the CLI somewhere other than where a test says.
-const AMBIENT: &[&str] = &[
-    "AWS_ENDPOINT_URL_DYNAMODB",
-    "AWS_ENDPOINT_URL",
-    "AWS_ENDPOINT_URL_S3",
-    "AWS_REGION",
-    "AWS_DEFAULT_REGION",
-    "AWS_ACCESS_KEY_ID",
-    "AWS_SECRET_ACCESS_KEY",
-    "AWS_SESSION_TOKEN",
-    "DYNACOMMIT_STORE",
-    "DYNACOMMIT_LEASE_TABLE",
-    "DYNACOMMIT_KV_TABLE",
-    "DYNACOMMIT_KV_FILE",
-];
-
 /// The binary, started in `dir` with no AWS configuration but `env`.
 fn command(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
-    let mut command = Command::new(env!("CARGO_BIN_EXE_dynacommit"));
+    let mut command = common::dynacommit_command();
     command.args(args).current_dir(dir);
-    for var in AMBIENT {
-        command.env_remove(var);
-    }
     command.envs(env.iter().copied());
     command
 }

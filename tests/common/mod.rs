@@ -142,3 +142,32 @@ pub fn memory_leases() -> dynacommit::lease::LeaseManager {
     )
     .unwrap()
 }
+
+/// The `dynacommit` binary with no AWS or dynacommit configuration from the environment
+/// that runs the tests, so that the embedded default is what runs unless a test says
+/// otherwise.
+pub fn dynacommit_command() -> std::process::Command {
+    const AMBIENT: &[&str] = &[
+        "AWS_ENDPOINT_URL_DYNAMODB",
+        "AWS_ENDPOINT_URL",
+        "AWS_ENDPOINT_URL_S3",
+        "AWS_REGION",
+        "AWS_DEFAULT_REGION",
+        "AWS_ACCESS_KEY_ID",
+        "AWS_SECRET_ACCESS_KEY",
+        "AWS_SESSION_TOKEN",
+        "DYNACOMMIT_STORE",
+        "DYNACOMMIT_LEASE_TABLE",
+        "DYNACOMMIT_LEASE_TIMEOUT_MS",
+        "DYNACOMMIT_MAX_CLOCK_SKEW_RATE",
+        "DYNACOMMIT_LEASE_TTL_SECS",
+        "DYNACOMMIT_POLL_INTERVAL_MS",
+        "DYNACOMMIT_KV_TABLE",
+        "DYNACOMMIT_KV_FILE",
+    ];
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_dynacommit"));
+    for var in AMBIENT {
+        command.env_remove(var);
+    }
+    command
+}
