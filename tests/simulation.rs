@@ -315,6 +315,19 @@ fn catches_a_reclaim_after_one_timeout_instead_of_timeout_times_skew() {
     );
 }
 
+#[test]
+fn catches_a_check_beside_the_acquisition_trusted_after_a_takeover() {
+    // The check sent beside the first PutItem holds only under a lease won fresh; a lease
+    // taken over must be checked again, or a waiter's last poll (the object absent) is
+    // followed by the holder's write landing and its release.
+    catches(
+        PlantedBug::NoRecheckAfterTakeover,
+        Scenario::Commits,
+        Profile::mixed(),
+        3_000,
+    );
+}
+
 /// A known gap, kept visible: an object write whose first attempt lands, whose answer is
 /// lost, and whose retry lands again later. Between the two, the object is visible with
 /// the first attempt's ETag; another writer may update it (its lease is on that ETag, not

@@ -455,9 +455,12 @@ impl LeaseManager {
         WF: Future<Output = Result<T, E>>,
     {
         let checked_at = self.clock.now();
-        check().await.map_err(GuardError::Check)?;
+        // The first check goes out beside the first acquisition attempt (two round trips on
+        // the critical path, not three). Its answer still holds under a lease won fresh:
+        // see `acquire_lease`.
+        let first_check = check();
         let mut lease = self
-            .acquire(path, etag, &mut check)
+            .acquire_lease(self.unwon(path, etag, None), Some(first_check), &mut check)
             .await
             .map_err(|e| match e {
                 AcquireError::Check(e) => GuardError::Check(e),
@@ -467,7 +470,7 @@ impl LeaseManager {
         // taken over, or so much time passed that a whole commit by someone else, and the
         // deletion of its record by TTL, could have fitted in between.
         let unfenced = self.planted(PlantedBug::WriteAfterDeadline);
-        let recheck = lease.was_taken_over()
+        let recheck = (lease.was_taken_over() && !self.planted(PlantedBug::NoRecheckAfterTakeover))
             || (!unfenced
                 && self.clock.now().saturating_duration_since(checked_at)
                     >= self.config.reclaim_after());
@@ -536,7 +539,7 @@ impl LeaseManager {
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<(), E>>,
     {
-        self.acquire_lease(self.unwon(path, etag, None), check)
+        self.acquire_lease(self.unwon(path, etag, None), None, check)
             .await
     }
 
@@ -553,13 +556,26 @@ impl LeaseManager {
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<(), E>>,
     {
-        self.acquire_lease(self.unwon(path, etag, Some(value)), check)
+        self.acquire_lease(self.unwon(path, etag, Some(value)), None, check)
             .await
     }
 
+    /// Takes `lease`, running `first_check` (if any) beside the first attempt.
+    ///
+    /// Why the first check's answer may be trusted when that attempt wins: it wrote a
+    /// record where there was none (`attribute_not_exists`). Every protocol write to the
+    /// object is made under a record at (path, etag), which stays until TTL deletes it long
+    /// after its last write (assumption 5), or until a release (which keeps it, marked).
+    /// So no protocol write can land between the check's read and our record's creation
+    /// in either order: one landing before our PutItem would have left a record there,
+    /// one landing after it needs our record. That holds while the two are close in time;
+    /// a caller re-checks under the lease if the attempt was answered `timeout x skew` or
+    /// more after the check was sent, as [`run_guarded`](Self::run_guarded) does. A
+    /// failed first check ends the acquisition, releasing a lease its attempt won.
     async fn acquire_lease<E, F, Fut>(
         &self,
         mut lease: Lease,
+        mut first_check: Option<Fut>,
         mut check: F,
     ) -> Result<Lease, AcquireError<E>>
     where
@@ -575,7 +591,31 @@ impl LeaseManager {
         loop {
             let sent = self.clock.now();
             lease.since_ms = Some(self.wall_ms());
-            let found = match self.try_put(&lease, generation, &expect).await? {
+            let attempt = match first_check.take() {
+                None => self.try_put(&lease, generation, &expect).await?,
+                Some(first) => {
+                    let (checked, attempt) =
+                        futures::future::join(first, self.try_put(&lease, generation, &expect))
+                            .await;
+                    if let Err(e) = checked {
+                        // Nothing is to be written: a lease the attempt won goes at once.
+                        match attempt {
+                            Ok(Attempt::Won) => {
+                                lease.won(generation, sent, false);
+                                self.release_in_background(lease);
+                            }
+                            Ok(Attempt::Ours(record)) => {
+                                lease.won(record.generation, started, false);
+                                self.release_in_background(lease);
+                            }
+                            Ok(Attempt::Held(_)) | Err(_) => {}
+                        }
+                        return Err(AcquireError::Check(e));
+                    }
+                    attempt?
+                }
+            };
+            let found = match attempt {
                 Attempt::Won => {
                     lease.won(generation, sent, taken_over);
                     return Ok(lease);

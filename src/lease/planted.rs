@@ -30,6 +30,9 @@ pub enum PlantedBug {
     /// No renewal while the operation runs: it is dropped at the usable time, as
     /// object_store 0.12.5 drops its write at the lease deadline (zombie writes).
     NoRenewalWhileWriting,
+    /// The check sent beside the first acquisition attempt is trusted under a lease taken
+    /// over from another holder, whose write may have landed after that check.
+    NoRecheckAfterTakeover,
 }
 
 /// The set of planted bugs of one lease manager: empty in production.
