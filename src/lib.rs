@@ -34,7 +34,7 @@ mod store;
 #[cfg(feature = "object-store-013")]
 pub mod v013;
 
-pub use store::{CommitStore, FromOptionsError, may_have_applied};
+pub use store::{CommitStore, Conditions, Enforced, FromOptionsError, may_have_applied};
 
 // Compiles the README's example as a doctest, so it cannot rot.
 #[doc = include_str!("../README.md")]

@@ -17,6 +17,11 @@
 
 crate::store::commit_store!(object_store_013, "dynacommit::v013", credentials_013);
 
+/// A `PutResult` (0.14's has extensions, 0.13's none).
+fn put_result(e_tag: Option<String>, version: Option<String>) -> PutResult {
+    PutResult { e_tag, version }
+}
+
 // What the inner store offers beside `ObjectStore`, passed through unchanged: none of it
 // is conditional.
 

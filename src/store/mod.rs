@@ -6,8 +6,10 @@
 //! their types come from differs, so one macro body serves both, and the lease protocol
 //! itself lives in [`LeaseManager::run_guarded`](crate::lease::LeaseManager::run_guarded).
 
+pub(crate) mod conditions;
 pub(crate) mod options;
 
+pub use conditions::{Conditions, Enforced};
 pub use options::FromOptionsError;
 
 /// The mark [`may_have_applied`] looks for: a write that was sent and whose outcome is
@@ -38,6 +40,8 @@ use tracing::Instrument;
 
 use crate::lease::{CREATE_ETAG, GuardError, LeaseError, LeaseManager};
 use crate::store::OutcomeUnknown;
+use crate::store::conditions::{Conditions, Enforced, Refused};
+use std::sync::atomic::{AtomicBool, Ordering};
 
 #[doc = concat!(" The name this wrapper gives in `", stringify!($os), "::Error::Generic`.")]
 const STORE: &str = "dynacommit";
@@ -80,6 +84,12 @@ pub struct CommitStore<T: ?Sized = dyn ObjectStore> {
     leases: LeaseManager,
     /// Put before every path in the lease table (empty: the path alone, as 0.12.5 does).
     lease_prefix: String,
+    /// Leases, native conditions, or a probe's choice between them.
+    conditions: Conditions,
+    /// What the probe found, once it ran (shared by clones of the store's handle).
+    probed: Arc<tokio::sync::OnceCell<Enforced>>,
+    /// Conditions the inner store refused outright: writes under a lease stop carrying them.
+    refused: Arc<Refused>,
 }
 
 impl<T: ObjectStore + ?Sized> CommitStore<T> {
@@ -89,7 +99,170 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
             inner,
             leases,
             lease_prefix: String::new(),
+            conditions: Conditions::default(),
+            probed: Arc::default(),
+            refused: Arc::default(),
         }
+    }
+
+    /// Makes conditional writes as `conditions` says: through leases (the default), straight
+    /// through the inner store, or as a one-time probe of the inner store finds best. See
+    /// [`Conditions`] for when each is safe.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    #[doc = concat!(" # use ", $at, "::CommitStore; use dynacommit::lease::{LeaseConfig, LeaseManager, MemoryLeaseTable};")]
+    /// use dynacommit::Conditions;
+    /// # let leases = LeaseManager::new(Arc::new(MemoryLeaseTable::new()), LeaseConfig::default()).unwrap();
+    #[doc = concat!(" let store = CommitStore::new(Arc::new(", stringify!($os), "::memory::InMemory::new()), leases)")]
+    ///     .with_conditions(Conditions::Auto);
+    /// # let _ = store;
+    /// ```
+    pub fn with_conditions(mut self, conditions: Conditions) -> Self {
+        self.conditions = conditions;
+        self
+    }
+
+    /// How conditional writes are made.
+    pub fn conditions(&self) -> Conditions {
+        self.conditions
+    }
+
+    /// Which conditions the inner store enforces, probed once (under `.dynacommit-probe/`,
+    /// removed afterwards) and remembered: what [`Conditions::Auto`] decides by, and worth
+    /// logging at start-up. A failed probe is an error and is tried again next time.
+    ///
+    /// ```
+    /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
+    /// # use std::sync::Arc;
+    #[doc = concat!(" # use ", $at, "::CommitStore; use dynacommit::lease::{LeaseConfig, LeaseManager, MemoryLeaseTable};")]
+    /// # let leases = LeaseManager::new(Arc::new(MemoryLeaseTable::new()), LeaseConfig::default())?;
+    #[doc = concat!(" let store = CommitStore::new(Arc::new(", stringify!($os), "::memory::InMemory::new()), leases);")]
+    /// let enforced = store.enforced().await?;
+    /// assert!(enforced.create && enforced.update); // InMemory enforces both
+    /// # Ok(()) }
+    /// ```
+    pub async fn enforced(&self) -> Result<Enforced> {
+        self.probed
+            .get_or_try_init(|| self.probe())
+            .await
+            .copied()
+    }
+
+    /// Whether a write of the kind `kind` picks from [`Enforced`] goes to the inner store
+    /// with its condition, without a lease.
+    async fn native(&self, kind: fn(&Enforced) -> bool) -> Result<bool> {
+        match self.conditions {
+            Conditions::Lease => Ok(false),
+            Conditions::Native => Ok(true),
+            Conditions::Auto => Ok(kind(&self.enforced().await?)),
+        }
+    }
+
+    /// The probe behind [`Self::enforced`].
+    async fn probe(&self) -> Result<Enforced> {
+        use $os::Error as E;
+        let dir = Path::from(format!(".dynacommit-probe/{:016x}", rand::random::<u64>()));
+        let (object, copy) = (dir.clone().join("object"), dir.join("copy"));
+        let body = || PutPayload::from_static(b"dynacommit probe");
+        let found = async {
+            let create = match self.inner.put_opts(&object, body(), PutMode::Create.into()).await {
+                Ok(_) => matches!(
+                    self.inner.put_opts(&object, body(), PutMode::Create.into()).await,
+                    Err(E::AlreadyExists { .. })
+                ),
+                Err(E::NotImplemented { .. } | E::NotSupported { .. }) => {
+                    self.inner.put(&object, body()).await?;
+                    false
+                }
+                Err(e) => return Err(e),
+            };
+            let elsewhere = $os::UpdateVersion {
+                e_tag: Some("\"dynacommit-probe-mismatch\"".to_owned()),
+                version: None,
+            };
+            let update = match self
+                .inner
+                .put_opts(&object, body(), PutMode::Update(elsewhere).into())
+                .await
+            {
+                Err(E::Precondition { .. }) => true,
+                Ok(_) | Err(E::NotImplemented { .. } | E::NotSupported { .. }) => false,
+                Err(e) => return Err(e),
+            };
+            let if_absent = || CopyOptions::new().with_mode(CopyMode::Create);
+            let copied = match self.inner.copy_opts(&object, &copy, if_absent()).await {
+                Ok(()) => matches!(
+                    self.inner.copy_opts(&object, &copy, if_absent()).await,
+                    Err(E::AlreadyExists { .. })
+                ),
+                Err(E::NotImplemented { .. } | E::NotSupported { .. }) => false,
+                Err(e) => return Err(e),
+            };
+            Ok(Enforced {
+                create,
+                update,
+                copy: copied,
+            })
+        }
+        .await;
+        for path in [&object, &copy] {
+            match self.inner.delete(path).await {
+                Ok(()) | Err(E::NotFound { .. }) => {}
+                Err(e) => tracing::warn!(%path, error = %e, "could not remove a probe object"),
+            }
+        }
+        let enforced = found?;
+        tracing::info!(store = %self.inner, %enforced, "probed the inner store's conditional writes");
+        Ok(enforced)
+    }
+
+    /// A put under a lease, carrying `mode` (the condition the lease guards) unless the
+    /// inner store refuses it outright, as `refused` remembers.
+    async fn put_carrying(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+        mode: PutMode,
+        refused: &AtomicBool,
+    ) -> Result<PutResult> {
+        use $os::Error as E;
+        if refused.load(Ordering::Relaxed) {
+            return self.inner.put_opts(location, payload, opts).await;
+        }
+        let conditional = PutOptions {
+            mode,
+            ..opts.clone()
+        };
+        match self.inner.put_opts(location, payload.clone(), conditional).await {
+            Err(E::NotImplemented { .. } | E::NotSupported { .. }) => {
+                refused.store(true, Ordering::Relaxed);
+                self.inner.put_opts(location, payload, opts).await
+            }
+            // Under our lease no protocol writer touches the path, so the refusal is an
+            // earlier attempt of this very write (the client retried after an answer was
+            // lost) or a writer outside the protocol: the object's bytes tell which.
+            Err(refusal @ (E::AlreadyExists { .. } | E::Precondition { .. })) => {
+                match self.stored_as(location, &payload).await {
+                    Some(result) => Ok(result),
+                    None => Err(refusal),
+                }
+            }
+            other => other,
+        }
+    }
+
+    /// The object at `location` as a `PutResult`, if it holds exactly `payload`.
+    async fn stored_as(&self, location: &Path, payload: &PutPayload) -> Option<PutResult> {
+        let found = self.inner.get(location).await.ok()?;
+        if found.meta.size != payload.content_length() as u64 {
+            return None;
+        }
+        let (e_tag, version) = (found.meta.e_tag.clone(), found.meta.version.clone());
+        let stored = found.bytes().await.ok()?;
+        let ours: Vec<u8> = payload.iter().flat_map(|chunk| chunk.iter().copied()).collect();
+        (stored.as_ref() == ours.as_slice()).then(|| put_result(e_tag, version))
     }
 
     /// Keys this store's leases by `prefix` followed by the object path, so that stores of
@@ -130,6 +303,9 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
             inner: self.inner,
             leases: self.leases,
             lease_prefix: self.lease_prefix,
+            conditions: self.conditions,
+            probed: self.probed,
+            refused: self.refused,
         }
     }
 
@@ -420,6 +596,8 @@ impl<T: ObjectStore + ?Sized> std::fmt::Debug for CommitStore<T> {
             .field("inner", &format_args!("{}", self.inner))
             .field("leases", &self.leases)
             .field("lease_prefix", &self.lease_prefix)
+            .field("conditions", &self.conditions)
+            .field("enforced", &self.probed.get())
             .finish()
     }
 }
@@ -436,15 +614,24 @@ impl<T: ObjectStore + ?Sized> ObjectStore for CommitStore<T> {
         // The inner write is a plain one (the default mode, Overwrite) with every other
         // option kept; the mode decides what guards it.
         let mode = std::mem::take(&mut opts.mode);
-        let write = || self.inner.put_opts(location, payload, opts);
         match mode {
-            PutMode::Overwrite => write().await,
+            PutMode::Overwrite => self.inner.put_opts(location, payload, opts).await,
             PutMode::Create => {
+                if self.native(|e| e.create).await? {
+                    opts.mode = PutMode::Create;
+                    return self.inner.put_opts(location, payload, opts).await;
+                }
+                let refused = &self.refused.create;
+                let write = || self.put_carrying(location, payload, opts, PutMode::Create, refused);
                 self.guarded(location, CREATE_ETAG, || self.check_absent(location), write)
                     .await
             }
             PutMode::Update(version) => {
-                let Some(etag) = version.e_tag else {
+                if self.native(|e| e.update).await? {
+                    opts.mode = PutMode::Update(version);
+                    return self.inner.put_opts(location, payload, opts).await;
+                }
+                let Some(etag) = version.e_tag.clone() else {
                     return Err($os::Error::Generic {
                         store: STORE,
                         source: "PutMode::Update needs an e_tag: pass the UpdateVersion from the \
@@ -452,6 +639,9 @@ impl<T: ObjectStore + ?Sized> ObjectStore for CommitStore<T> {
                             .into(),
                     });
                 };
+                let refused = &self.refused.update;
+                let mode = PutMode::Update(version);
+                let write = || self.put_carrying(location, payload, opts, mode, refused);
                 self.guarded(location, &etag, || self.check_etag(location, &etag), write)
                     .await
             }
@@ -501,11 +691,24 @@ impl<T: ObjectStore + ?Sized> ObjectStore for CommitStore<T> {
         match options.mode {
             CopyMode::Overwrite => self.inner.copy_opts(from, to, options).await,
             CopyMode::Create => {
-                let plain = CopyOptions {
-                    mode: CopyMode::Overwrite,
-                    ..options
+                if self.native(|e| e.copy).await? {
+                    return self.inner.copy_opts(from, to, options).await;
+                }
+                let write = || async {
+                    if !self.refused.copy.load(Ordering::Relaxed) {
+                        match self.inner.copy_opts(from, to, options.clone()).await {
+                            Err($os::Error::NotImplemented { .. } | $os::Error::NotSupported { .. }) => {
+                                self.refused.copy.store(true, Ordering::Relaxed);
+                            }
+                            other => return other,
+                        }
+                    }
+                    let plain = CopyOptions {
+                        mode: CopyMode::Overwrite,
+                        ..options
+                    };
+                    self.inner.copy_opts(from, to, plain).await
                 };
-                let write = || self.inner.copy_opts(from, to, plain);
                 self.guarded(to, CREATE_ETAG, || self.check_copy_target(from, to), write)
                     .await
             }
@@ -516,11 +719,24 @@ impl<T: ObjectStore + ?Sized> ObjectStore for CommitStore<T> {
         match options.target_mode {
             RenameTargetMode::Overwrite => self.inner.rename_opts(from, to, options).await,
             RenameTargetMode::Create => {
-                let plain = RenameOptions {
-                    target_mode: RenameTargetMode::Overwrite,
-                    ..options
+                if self.native(|e| e.copy).await? {
+                    return self.inner.rename_opts(from, to, options).await;
+                }
+                let write = || async {
+                    if !self.refused.copy.load(Ordering::Relaxed) {
+                        match self.inner.rename_opts(from, to, options.clone()).await {
+                            Err($os::Error::NotImplemented { .. } | $os::Error::NotSupported { .. }) => {
+                                self.refused.copy.store(true, Ordering::Relaxed);
+                            }
+                            other => return other,
+                        }
+                    }
+                    let plain = RenameOptions {
+                        target_mode: RenameTargetMode::Overwrite,
+                        ..options
+                    };
+                    self.inner.rename_opts(from, to, plain).await
                 };
-                let write = || self.inner.rename_opts(from, to, plain);
                 self.guarded(to, CREATE_ETAG, || self.check_copy_target(from, to), write)
                     .await
             }
@@ -537,6 +753,15 @@ pub(crate) use commit_store;
 /// The wrapper for object_store 0.14, the default.
 mod v014 {
     commit_store!(object_store, "dynacommit", std::convert::identity);
+
+    /// A `PutResult` (0.14's has extensions, 0.13's none).
+    fn put_result(e_tag: Option<String>, version: Option<String>) -> PutResult {
+        PutResult {
+            e_tag,
+            version,
+            extensions: Default::default(),
+        }
+    }
 
     // What the inner store offers beside `ObjectStore`, passed through unchanged: none of
     // it is conditional. (0.13's traits lack the `_opts` methods: see `crate::v013`.)

@@ -132,6 +132,10 @@ pub struct ScriptedStore {
     /// When armed, the next HEAD reads the object at once and holds its answer this long
     /// (a stalled read whose answer is stale when it arrives).
     pub stall_next_head: Arc<Mutex<Option<Duration>>>,
+    /// When armed, the next put is preceded by this plain write of its path (a writer
+    /// outside the protocol slipping in after the check, or an earlier attempt of the same
+    /// write landing): the put then meets it.
+    pub write_before_next_put: Arc<Mutex<Option<bytes::Bytes>>>,
 }
 
 impl ScriptedStore {
@@ -144,6 +148,18 @@ impl ScriptedStore {
             counters: None,
             slow_puts: None,
             stall_next_head: Arc::default(),
+            write_before_next_put: Arc::default(),
+        }
+    }
+
+    /// `inner`, with the next put preceded by a plain write of `armed`'s body when armed.
+    pub fn writing_before_next_put(
+        inner: Arc<dyn ObjectStore>,
+        armed: Arc<Mutex<Option<bytes::Bytes>>>,
+    ) -> Self {
+        Self {
+            write_before_next_put: armed,
+            ..Self::plain(inner)
         }
     }
 
@@ -280,6 +296,10 @@ impl ObjectStore for ScriptedStore {
     ) -> Result<PutResult> {
         self.count();
         self.pause().await;
+        let before = self.write_before_next_put.lock().unwrap().take();
+        if let Some(body) = before {
+            object_store::ObjectStoreExt::put(&*self.inner, location, body.into()).await?;
+        }
         match (&self.slow_puts, &self.counters) {
             (Some(delays), Some(counters)) => {
                 let (inner, location) = (self.inner.clone(), location.clone());

@@ -1,0 +1,92 @@
+//! How a [`CommitStore`](crate::CommitStore) makes conditional writes: through leases, or
+//! through the inner store where it enforces the condition itself.
+
+/// How conditional writes are made. Set with
+/// [`CommitStore::with_conditions`](crate::CommitStore::with_conditions).
+///
+/// ```
+/// use dynacommit::Conditions;
+/// assert_eq!(Conditions::default(), Conditions::Lease);
+/// assert_eq!("auto".parse::<Conditions>(), Ok(Conditions::Auto));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Conditions {
+    /// Every conditional write takes a lease (the protocol of `docs/protocol.md`). The
+    /// default, and the only mode that is safe while object_store 0.12.5 writers (whose
+    /// data writes are plain PUTs) share the paths. The data write under the lease carries
+    /// the condition too, unless the inner store refuses conditions outright, so a writer
+    /// outside the protocol cannot overwrite a commit on a store that enforces them.
+    #[default]
+    Lease,
+    /// Conditional writes go straight to the inner store, which must enforce them
+    /// (`If-None-Match`, `If-Match`, copy-if-not-exists): one request, no lease table.
+    /// Safe only if every writer of the paths uses conditions the store enforces.
+    Native,
+    /// Probe the inner store once (see [`Enforced`]) and go native for what it enforces,
+    /// leases for the rest (such as copy-if-not-exists on S3). Same fleet rule as
+    /// [`Native`](Self::Native) for what goes native.
+    Auto,
+}
+
+impl std::str::FromStr for Conditions {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        match s.to_ascii_lowercase().as_str() {
+            "lease" => Ok(Self::Lease),
+            "native" => Ok(Self::Native),
+            "auto" => Ok(Self::Auto),
+            other => Err(format!(
+                "unknown condition mode {other:?}: use lease, native or auto"
+            )),
+        }
+    }
+}
+
+/// Which conditions the inner store was found to enforce, by
+/// [`CommitStore::enforced`](crate::CommitStore::enforced).
+///
+/// Found by a probe under `.dynacommit-probe/` (removed afterwards): an object created
+/// twice with `If-None-Match: *` (the second must be refused), updated with an `If-Match`
+/// naming an ETag it does not have (must be refused), and copied twice to one target
+/// with copy-if-not-exists (the second must be refused).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Enforced {
+    /// `PutMode::Create` is refused over an existing object.
+    pub create: bool,
+    /// `PutMode::Update` is refused on another ETag.
+    pub update: bool,
+    /// `CopyMode::Create` is refused over an existing target.
+    pub copy: bool,
+}
+
+impl Enforced {
+    /// Every condition (what [`Conditions::Native`] assumes).
+    pub const ALL: Self = Self {
+        create: true,
+        update: true,
+        copy: true,
+    };
+}
+
+impl std::fmt::Display for Enforced {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let yes = |b: bool| if b { "enforced" } else { "not enforced" };
+        write!(
+            f,
+            "create-if-absent {}, update-if-ETag {}, copy-if-absent {}",
+            yes(self.create),
+            yes(self.update),
+            yes(self.copy)
+        )
+    }
+}
+
+/// Conditions the inner store turned out to refuse outright (`NotImplemented`, say
+/// `S3ConditionalPut::Disabled`), so writes under a lease stop carrying them.
+#[derive(Debug, Default)]
+pub(crate) struct Refused {
+    pub(crate) create: std::sync::atomic::AtomicBool,
+    pub(crate) update: std::sync::atomic::AtomicBool,
+    pub(crate) copy: std::sync::atomic::AtomicBool,
+}

@@ -1,0 +1,223 @@
+//! The condition modes of `CommitStore`: the probe of what a store enforces, `auto` going
+//! native where it may (no lease written) and leasing where it must, `native` passing
+//! conditions through (and so losing commits on a store that ignores them), and the
+//! condition carried by a write under a lease.
+
+mod common;
+
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use common::faults::{FaultyTable, ScriptedStore};
+use common::s3::S3Server;
+use dynacommit::lease::{DynamoLeaseTable, LeaseManager, LeaseTable};
+use dynacommit::race::{self, LogWriter, StoreWriter};
+use dynacommit::{CommitStore, Conditions, Enforced};
+use futures::TryStreamExt;
+use object_store::aws::{S3ConditionalPut, S3CopyIfNotExists};
+use object_store::memory::InMemory;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode};
+
+const NONE: Enforced = Enforced {
+    create: false,
+    update: false,
+    copy: false,
+};
+
+/// A store over `inner` with leases on a fresh DynamoDB Local table whose writes are
+/// logged.
+async fn over(
+    inner: Arc<dyn ObjectStore>,
+    conditions: Conditions,
+) -> (CommitStore, Arc<FaultyTable>) {
+    let name = common::unique_name("conditions");
+    let dynamo = DynamoLeaseTable::new(common::dynamodb().await, &name);
+    dynamo.ensure_table().await.unwrap();
+    let table = FaultyTable::over(Arc::new(dynamo));
+    let leases = LeaseManager::new(
+        table.clone() as Arc<dyn LeaseTable>,
+        common::test_lease_config(&name),
+    )
+    .unwrap();
+    (
+        CommitStore::new(inner, leases).with_conditions(conditions),
+        table,
+    )
+}
+
+/// SeaweedFS configured to send `If-None-Match`, `If-Match` and copy-if-not-exists.
+async fn seaweedfs_with_conditions() -> Arc<dyn ObjectStore> {
+    let bucket = S3Server::SeaweedFs.fresh_bucket().await;
+    Arc::new(S3Server::SeaweedFs.store_with(
+        &bucket,
+        S3ConditionalPut::ETagMatch,
+        Some(S3CopyIfNotExists::Header(
+            "If-None-Match".into(),
+            "*".into(),
+        )),
+    ))
+}
+
+async fn probe_leftovers(store: &dyn ObjectStore) -> usize {
+    let listed: Vec<_> = store
+        .list(Some(&Path::from(".dynacommit-probe")))
+        .try_collect()
+        .await
+        .unwrap();
+    listed.len()
+}
+
+#[tokio::test]
+async fn the_probe_finds_what_each_store_enforces_and_leaves_nothing() {
+    let seaweed = seaweedfs_with_conditions().await;
+    let s3rver: Arc<dyn ObjectStore> = Arc::new(
+        S3Server::S3rver
+            .fresh_store(S3ConditionalPut::ETagMatch)
+            .await,
+    );
+    let disabled: Arc<dyn ObjectStore> = Arc::new(
+        S3Server::SeaweedFs
+            .fresh_store(S3ConditionalPut::Disabled)
+            .await,
+    );
+    let cases: [(&str, Arc<dyn ObjectStore>, Enforced); 4] = [
+        ("InMemory", Arc::new(InMemory::new()), Enforced::ALL),
+        ("SeaweedFS with conditions", seaweed, Enforced::ALL),
+        // s3rver answers If-None-Match and If-Match with a plain write.
+        ("s3rver", s3rver, NONE),
+        // object_store refuses conditions itself when they are disabled.
+        ("SeaweedFS, conditions disabled", disabled, NONE),
+    ];
+    for (name, inner, expected) in cases {
+        let (store, table) = over(inner.clone(), Conditions::Auto).await;
+        let found = store.enforced().await.unwrap();
+        assert_eq!(found, expected, "{name}");
+        assert_eq!(store.enforced().await.unwrap(), found, "{name}: remembered");
+        assert_eq!(
+            probe_leftovers(&*inner).await,
+            0,
+            "{name}: probe objects left"
+        );
+        assert!(table.writes().is_empty(), "{name}: the probe wrote leases");
+    }
+}
+
+fn writers(store: Arc<dyn ObjectStore>, n: usize) -> Vec<Arc<dyn LogWriter>> {
+    (0..n)
+        .map(|_| Arc::new(StoreWriter(store.clone())) as Arc<dyn LogWriter>)
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn auto_goes_native_where_the_store_enforces_and_leases_where_it_does_not() {
+    // SeaweedFS enforces every condition: the race runs on them alone, no lease written.
+    let inner = seaweedfs_with_conditions().await;
+    let (store, table) = over(inner.clone(), Conditions::Auto).await;
+    let report = race::run(
+        writers(Arc::new(store), 8),
+        inner,
+        &Path::from("_log"),
+        5,
+        None,
+    )
+    .await
+    .unwrap();
+    assert!(report.is_clean(), "{report:?}");
+    assert_eq!(report.versions, 40);
+    assert!(report.conflicts > 0, "8 writers never collided: {report:?}");
+    assert!(table.writes().is_empty(), "auto wrote leases on SeaweedFS");
+
+    // s3rver enforces nothing: auto falls back to leases, and the race stays clean.
+    let inner: Arc<dyn ObjectStore> = Arc::new(
+        S3Server::S3rver
+            .fresh_store(S3ConditionalPut::ETagMatch)
+            .await,
+    );
+    let (store, table) = over(inner.clone(), Conditions::Auto).await;
+    let report = race::run(
+        writers(Arc::new(store), 8),
+        inner,
+        &Path::from("_log"),
+        5,
+        None,
+    )
+    .await
+    .unwrap();
+    assert!(report.is_clean(), "{report:?}");
+    assert_eq!(report.versions, 40);
+    assert!(table.writes().len() >= 40, "auto took no leases on s3rver");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn native_on_a_store_that_ignores_conditions_loses_commits() {
+    // The protection off, by configuration: `native` trusts s3rver, which ignores
+    // If-None-Match, so writers of one version all "win" it.
+    let inner: Arc<dyn ObjectStore> = Arc::new(
+        S3Server::S3rver
+            .fresh_store(S3ConditionalPut::ETagMatch)
+            .await,
+    );
+    let (store, table) = over(inner.clone(), Conditions::Native).await;
+    let report = race::run(
+        writers(Arc::new(store), 8),
+        inner,
+        &Path::from("_log"),
+        5,
+        None,
+    )
+    .await
+    .unwrap();
+    assert!(!report.is_clean(), "{report:?}");
+    assert!(table.writes().is_empty());
+}
+
+/// A store whose next put is preceded by a plain write of `armed`'s body.
+async fn with_a_write_before_the_put(
+    armed: Arc<Mutex<Option<Bytes>>>,
+) -> (CommitStore, Arc<dyn ObjectStore>) {
+    let memory: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let inner = Arc::new(ScriptedStore::writing_before_next_put(
+        memory.clone(),
+        armed,
+    ));
+    let (store, _) = over(inner, Conditions::Lease).await;
+    (store, memory)
+}
+
+#[tokio::test]
+async fn a_write_under_a_lease_carries_its_condition() {
+    // A writer outside the protocol slips in between the check and the write: on a store
+    // that enforces conditions, the write under the lease is refused, not laid over it.
+    let armed = Arc::new(Mutex::new(None));
+    let (store, memory) = with_a_write_before_the_put(armed.clone()).await;
+    let path = Path::from("log/0.json");
+    *armed.lock().unwrap() = Some(Bytes::from_static(b"outsider"));
+    let refused = store
+        .put_opts(&path, "ours".into(), PutMode::Create.into())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(refused, object_store::Error::AlreadyExists { .. }),
+        "{refused}"
+    );
+    let stored = memory.get(&path).await.unwrap().bytes().await.unwrap();
+    assert_eq!(stored.as_ref(), b"outsider");
+}
+
+#[tokio::test]
+async fn a_refusal_of_our_own_earlier_attempt_is_a_success() {
+    // An earlier attempt of this very write landed (its answer lost, the client retried):
+    // the retry's refusal finds our bytes in place, and the write succeeds.
+    let armed = Arc::new(Mutex::new(None));
+    let (store, memory) = with_a_write_before_the_put(armed.clone()).await;
+    let path = Path::from("log/0.json");
+    *armed.lock().unwrap() = Some(Bytes::from_static(b"ours"));
+    let written = store
+        .put_opts(&path, "ours".into(), PutMode::Create.into())
+        .await
+        .unwrap();
+    let stored = memory.get(&path).await.unwrap();
+    assert_eq!(written.e_tag, stored.meta.e_tag);
+    assert_eq!(stored.bytes().await.unwrap().as_ref(), b"ours");
+}
