@@ -14,14 +14,16 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use common::Counters;
 use common::faults::{ScriptedStore, is_whole};
+use common::old_protocol::OldWriter;
 use common::s3::S3Server;
-use dynacommit::CommitStore;
-use dynacommit::bench::{self, StoreTarget, Target};
+use dynacommit::bench::{self, CommitTarget, Order, StoreTarget, Target};
 use dynacommit::lease::{
     DynamoLeaseTable, Expect, LeaseConfig, LeaseManager, LeaseRecord, LeaseTable, PutOutcome,
     TableError,
 };
 use dynacommit::race::Percentiles;
+use dynacommit::race::{LogWriter, StoreWriter};
+use dynacommit::{CommitStore, Conditions};
 use object_store::ObjectStore;
 use object_store::aws::{S3ConditionalPut, S3CopyIfNotExists};
 use object_store::path::Path;
@@ -30,8 +32,10 @@ use object_store_012 as old;
 /// How much each scenario does.
 #[derive(Debug, Clone, Copy)]
 struct Sizes {
-    /// Fresh paths created (scenario 1).
+    /// Fresh paths created per run (scenario 1).
     creates: usize,
+    /// Runs of scenario 1, each giving a ratio (the report gives their median).
+    runs: usize,
     /// Copies to fresh targets (scenario 4).
     copies: usize,
     /// Puts, gets and listings (scenario 5).
@@ -41,30 +45,36 @@ struct Sizes {
     /// The lease timeout of the delete-then-recreate scenario, for both protocols (the
     /// old one waits timeout x 3 per re-create: 60 s at the default 20 s).
     short_timeout_ms: u64,
-    /// object_store's race (scenario 2): workers, increments each, rounds (best of).
+    /// object_store's race (scenario 2): workers, increments each, rounds.
     race: (usize, usize, usize),
+    /// The log race (scenario 6): writers, commits each, rounds.
+    log_race: (usize, usize, usize),
 }
 
 impl Sizes {
     /// The sizes of `docs/benchmarks.md`.
     const FULL: Self = Self {
         creates: 200,
+        runs: 5,
         copies: 100,
         passthrough: 100,
         recreates: 3,
         short_timeout_ms: 1_000,
-        race: (5, 10, 3),
+        race: (5, 10, 5),
+        log_race: (16, 20, 3),
     };
 
     /// A smoke run (`DYNACOMMIT_BENCH_SMOKE=1`, as `scripts/test.sh` runs it): every
     /// scenario and every check of its results, on tiny sizes; its timings mean nothing.
     const SMOKE: Self = Self {
         creates: 5,
+        runs: 1,
         copies: 5,
         passthrough: 5,
         recreates: 1,
         short_timeout_ms: 300,
         race: (3, 2, 1),
+        log_race: (3, 2, 1),
     };
 
     fn from_env() -> Self {
@@ -75,50 +85,24 @@ impl Sizes {
     }
 }
 
-/// How long background releases may take to land before a scenario's request counts are
-/// read without them.
-const RELEASES_LAND_WITHIN: Duration = Duration::from_secs(10);
-
-/// A lease table counting its calls.
+/// A lease table counting its calls, and the writes its conditions refused.
 #[derive(Debug)]
 struct CountingTable {
     inner: DynamoLeaseTable,
     counters: Arc<Counters>,
 }
 
-impl CountingTable {
-    /// Waits (uncounted) until every lease record in the table is released: the
-    /// releases dynacommit sends in the background after a write have landed, so the
-    /// request counts read next include them. Bounded: a release may legitimately fail
-    /// (the lease then expires instead), so after `RELEASES_LAND_WITHIN` this says how
-    /// many are left and goes on.
-    async fn releases_landed(&self) {
-        let started = tokio::time::Instant::now();
-        loop {
-            let records = self.inner.list("").await.unwrap();
-            let held = records.iter().filter(|r| !r.released).count();
-            if held == 0 {
-                return;
-            }
-            if started.elapsed() > RELEASES_LAND_WITHIN {
-                eprintln!(
-                    "warning: {held} of {} lease records still unreleased after {:?}; \
-                     the request counts miss their releases",
-                    records.len(),
-                    RELEASES_LAND_WITHIN
-                );
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-}
-
 #[async_trait]
 impl LeaseTable for CountingTable {
     async fn put(&self, record: &LeaseRecord, expect: &Expect) -> Result<PutOutcome, TableError> {
         self.counters.dynamo_writes.fetch_add(1, Ordering::SeqCst);
-        self.inner.put(record, expect).await
+        let outcome = self.inner.put(record, expect).await;
+        if let Ok(PutOutcome::Conflict(_)) = outcome {
+            self.counters
+                .dynamo_failed_writes
+                .fetch_add(1, Ordering::SeqCst);
+        }
+        outcome
     }
     async fn get(&self, path: &str, etag: &str) -> Result<Option<LeaseRecord>, TableError> {
         self.counters.dynamo_reads.fetch_add(1, Ordering::SeqCst);
@@ -130,7 +114,7 @@ impl LeaseTable for CountingTable {
 }
 
 /// object_store 0.12.5 as a benchmark target.
-struct OldTarget(old::aws::AmazonS3);
+struct OldTarget(Arc<old::aws::AmazonS3>);
 
 fn old_path(p: &Path) -> old::path::Path {
     old::path::Path::from(p.as_ref())
@@ -254,23 +238,19 @@ impl Target for WholeReads {
     async fn list(&self, p: &Path) -> Result<usize, String> {
         self.0.list(p).await
     }
+    async fn settled(&self) {
+        self.0.settled().await
+    }
 }
 
 struct Contender {
     name: &'static str,
     target: Box<dyn Target>,
+    /// The same store as a writer of the log race.
+    writer: Arc<dyn LogWriter>,
+    /// A plain store on the same bucket, uncounted, for checking a race's outcome.
+    reader: Arc<dyn ObjectStore>,
     counters: Arc<Counters>,
-    /// dynacommit's lease table, whose background releases a count waits for.
-    leases: Option<Arc<CountingTable>>,
-}
-
-impl Contender {
-    /// Waits until the target's background work (dynacommit's lease releases) is done.
-    async fn settled(&self) {
-        if let Some(leases) = &self.leases {
-            leases.releases_landed().await;
-        }
-    }
 }
 
 async fn lease_table(
@@ -290,28 +270,50 @@ async fn lease_table(
     )
 }
 
-/// dynacommit over the server (conditional puts disabled in the inner store), and
-/// 0.12.5 over the same bucket and a table of its own; plus, on SeaweedFS, the native floor.
+/// dynacommit over `inner` (counted), with leases on a fresh table, in `conditions` mode.
+async fn dynacommit(
+    name: &'static str,
+    inner: Arc<dyn ObjectStore>,
+    reader: Arc<dyn ObjectStore>,
+    timeout_ms: u64,
+    conditions: Conditions,
+) -> Contender {
+    let counters = Arc::new(Counters::default());
+    let inner: Arc<dyn ObjectStore> = Arc::new(ScriptedStore::counting(inner, counters.clone()));
+    let (table, config) = lease_table(counters.clone(), timeout_ms).await;
+    let store = Arc::new(
+        CommitStore::new(inner, LeaseManager::new(table, config).unwrap())
+            .with_conditions(conditions),
+    );
+    if conditions == Conditions::Auto {
+        eprintln!("{name}: {}", store.enforced().await.unwrap());
+    }
+    Contender {
+        name,
+        target: Box::new(CommitTarget(store.clone())),
+        writer: Arc::new(StoreWriter(store)),
+        reader,
+        counters,
+    }
+}
+
+/// dynacommit over the server (conditions disabled in the inner store, so its writes
+/// under the lease are plain, as 0.12.5's are), and 0.12.5 over the same bucket and a
+/// table of its own; plus, on SeaweedFS, dynacommit in `auto` mode and the native floor,
+/// over a store that sends the conditions.
 async fn contenders(server: S3Server, timeout_ms: u64) -> Vec<Contender> {
     let bucket = server.fresh_bucket().await;
-    let mut out = Vec::new();
-
-    let counters = Arc::new(Counters::default());
-    let inner: Arc<dyn ObjectStore> = Arc::new(ScriptedStore::counting(
-        Arc::new(server.store(&bucket, S3ConditionalPut::Disabled)),
-        counters.clone(),
-    ));
-    let (table, config) = lease_table(counters.clone(), timeout_ms).await;
-    let store = Arc::new(CommitStore::new(
-        inner,
-        LeaseManager::new(table.clone(), config).unwrap(),
-    ));
-    out.push(Contender {
-        name: "dynacommit",
-        target: Box::new(StoreTarget(store)),
-        counters,
-        leases: Some(table),
-    });
+    let reader: Arc<dyn ObjectStore> = Arc::new(server.store(&bucket, S3ConditionalPut::Disabled));
+    let mut out = vec![
+        dynacommit(
+            "dynacommit",
+            Arc::new(server.store(&bucket, S3ConditionalPut::Disabled)),
+            reader.clone(),
+            timeout_ms,
+            Conditions::Lease,
+        )
+        .await,
+    ];
 
     let counters = Arc::new(Counters::default());
     let name = common::unique_name("bench-old");
@@ -319,7 +321,7 @@ async fn contenders(server: S3Server, timeout_ms: u64) -> Vec<Contender> {
         .ensure_table()
         .await
         .unwrap();
-    let store = common::old_protocol::store_via(
+    let store = Arc::new(common::old_protocol::store_via(
         server,
         &bucket,
         &name,
@@ -327,30 +329,45 @@ async fn contenders(server: S3Server, timeout_ms: u64) -> Vec<Contender> {
         &common::dynamodb_url(),
         counters.clone(),
         None,
-    );
+    ));
     out.push(Contender {
         name: "object_store 0.12.5",
-        target: Box::new(OldTarget(store)),
+        target: Box::new(OldTarget(store.clone())),
+        writer: Arc::new(OldWriter(store)),
+        reader: reader.clone(),
         counters,
-        leases: None,
     });
 
     if matches!(server, S3Server::SeaweedFs) {
-        let counters = Arc::new(Counters::default());
-        let native = server.store_with(
-            &bucket,
-            S3ConditionalPut::ETagMatch,
-            Some(S3CopyIfNotExists::Header(
-                "If-None-Match".into(),
-                "*".into(),
-            )),
+        let enforcing = || {
+            Arc::new(server.store_with(
+                &bucket,
+                S3ConditionalPut::ETagMatch,
+                Some(S3CopyIfNotExists::Header(
+                    "If-None-Match".into(),
+                    "*".into(),
+                )),
+            ))
+        };
+        out.push(
+            dynacommit(
+                "dynacommit auto",
+                enforcing(),
+                reader.clone(),
+                timeout_ms,
+                Conditions::Auto,
+            )
+            .await,
         );
-        let store = Arc::new(ScriptedStore::counting(Arc::new(native), counters.clone()));
+        let counters = Arc::new(Counters::default());
+        let store: Arc<dyn ObjectStore> =
+            Arc::new(ScriptedStore::counting(enforcing(), counters.clone()));
         out.push(Contender {
             name: "native conditional PUT",
-            target: Box::new(StoreTarget(store)),
+            target: Box::new(StoreTarget(store.clone())),
+            writer: Arc::new(StoreWriter(store)),
+            reader: reader.clone(),
             counters,
-            leases: None,
         });
     }
     if matches!(server, S3Server::S3rver) {
@@ -377,14 +394,6 @@ fn ratio(a: Duration, b: Duration) -> String {
     }
 }
 
-fn per(n: u64, of: usize) -> String {
-    format!("{:.2}", n as f64 / of as f64)
-}
-
-fn delta(before: (u64, u64, u64), after: (u64, u64, u64)) -> (u64, u64, u64) {
-    (after.0 - before.0, after.1 - before.1, after.2 - before.2)
-}
-
 /// Whether scenario `n` is to run: all, unless `DYNACOMMIT_BENCH_SCENARIOS` lists some
 /// (`1,3`).
 fn wanted(n: u32) -> bool {
@@ -393,14 +402,43 @@ fn wanted(n: u32) -> bool {
         .unwrap_or(true)
 }
 
+/// The median of `xs` (sorted in place) and its spread, as `median (min-max)`.
+fn spread(xs: &mut [f64]) -> (f64, f64, f64) {
+    xs.sort_by(f64::total_cmp);
+    (xs[xs.len() / 2], xs[0], xs[xs.len() - 1])
+}
+
+fn show((median, low, high): (f64, f64, f64)) -> String {
+    format!("{median:.2} ({low:.2}-{high:.2})")
+}
+
+/// (S3 requests, DynamoDB writes, failed DynamoDB writes, DynamoDB reads, S3 5xx) so far.
+fn counts(c: &Contender) -> [u64; 5] {
+    let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::SeqCst);
+    let k = &c.counters;
+    [
+        load(&k.s3),
+        load(&k.dynamo_writes),
+        load(&k.dynamo_failed_writes),
+        load(&k.dynamo_reads),
+        load(&k.s3_server_errors),
+    ]
+}
+
+fn since(before: [u64; 5], after: [u64; 5]) -> [u64; 5] {
+    std::array::from_fn(|i| after[i] - before[i])
+}
+
 async fn run_server(server: S3Server, label: &str, sizes: Sizes) {
     let Sizes {
         creates,
+        runs,
         copies,
         passthrough,
         recreates,
         short_timeout_ms,
         race: (workers, increments, rounds),
+        log_race: (log_writers, log_commits, log_rounds),
     } = sizes;
     println!("\n## {label}\n");
     let cs = contenders(server, 20_000).await;
@@ -415,48 +453,93 @@ async fn run_server(server: S3Server, label: &str, sizes: Sizes) {
             })
             .collect()
     };
+    let ours = cs.iter().position(|c| c.name == "dynacommit").unwrap();
 
     if wanted(1) {
-        println!("### 1. Uncontended create ({creates} fresh paths, targets interleaved)\n");
         println!(
-            "| target | p50 ms | p99 ms | S3 req/commit | DynamoDB writes/commit | DynamoDB reads/commit |"
+            "### 1. Uncontended create ({runs} runs x {creates} fresh paths; targets take turns, the order rotated every create, background work settled between turns)\n"
+        );
+        println!(
+            "| target | p50 ms, median of runs (spread) | p99 ms, median | S3 req/commit | DynamoDB writes/commit | DynamoDB reads/commit |"
         );
         println!("|---|---|---|---|---|---|");
-        let before: Vec<_> = cs.iter().map(|c| c.counters.snapshot()).collect();
-        let paths = lanes(&cs, "create");
-        let results = bench::uncontended_create(&lane_refs(&cs, &paths), creates)
-            .await
-            .unwrap();
-        for c in &cs {
-            c.settled().await;
+        let before: Vec<_> = cs.iter().map(counts).collect();
+        let mut p50s = vec![Vec::new(); cs.len()];
+        let mut p99s = vec![Vec::new(); cs.len()];
+        for run in 0..runs {
+            let paths = lanes(&cs, &format!("create-{run}"));
+            let results =
+                bench::uncontended_create(&lane_refs(&cs, &paths), creates, Order::Rotated)
+                    .await
+                    .unwrap();
+            for (k, p) in results.iter().enumerate() {
+                p50s[k].push(p.p50.as_secs_f64() * 1e3);
+                p99s[k].push(p.p99.as_secs_f64() * 1e3);
+            }
         }
-        for ((c, p), before) in cs.iter().zip(&results).zip(before) {
-            let (s3, w, r) = delta(before, c.counters.snapshot());
+        let made = (runs * creates) as f64;
+        for (k, c) in cs.iter().enumerate() {
+            let [s3, w, _, r, _] = since(before[k], counts(c));
             println!(
-                "| {} | {} | {} | {} | {} | {} |",
+                "| {} | {} | {:.2} | {:.2} | {:.2} | {:.2} |",
                 c.name,
-                ms(p.p50),
-                ms(p.p99),
-                per(s3, creates),
-                per(w, creates),
-                per(r, creates)
+                show(spread(&mut p50s[k].clone())),
+                spread(&mut p99s[k].clone()).0,
+                s3 as f64 / made,
+                w as f64 / made,
+                r as f64 / made
             );
         }
-        ratios(&cs, &results);
+        // The ratio per run, then its median and spread; and one run each in a fixed
+        // order, both ways, to show what the order alone does.
+        let mut fixed = Vec::new();
+        for order in [Order::Forward, Order::Reversed] {
+            let paths = lanes(&cs, &format!("create-{order:?}"));
+            fixed.push(
+                bench::uncontended_create(&lane_refs(&cs, &paths), creates, order)
+                    .await
+                    .unwrap(),
+            );
+        }
+        println!();
+        for (k, c) in cs.iter().enumerate().filter(|(k, _)| *k != ours) {
+            for (label, mine) in [("dynacommit", ours)].into_iter().chain(
+                cs.iter()
+                    .position(|c| c.name == "dynacommit auto")
+                    .filter(|_| c.name == "native conditional PUT")
+                    .map(|a| ("dynacommit auto", a)),
+            ) {
+                let mut per_run: Vec<f64> = p50s[mine]
+                    .iter()
+                    .zip(&p50s[k])
+                    .map(|(a, b)| a / b)
+                    .collect();
+                let r = |f: &[Percentiles]| f[mine].p50.as_secs_f64() / f[k].p50.as_secs_f64();
+                println!(
+                    "{label} / {}: p50 {} over {runs} rotated runs; fixed order {:.2} with {label} first, {:.2} with it last\n",
+                    c.name,
+                    show(spread(&mut per_run)),
+                    if mine < k { r(&fixed[0]) } else { r(&fixed[1]) },
+                    if mine < k { r(&fixed[1]) } else { r(&fixed[0]) },
+                );
+            }
+        }
     }
 
     if wanted(2) {
         println!(
-            "\n### 2. object_store's race: {workers} workers x {increments} increments (best of {rounds}, order rotated)\n"
+            "\n### 2. object_store's race: {workers} workers x {increments} increments ({rounds} rounds, the order rotated)\n"
         );
-        println!("| target | wall time ms | DynamoDB writes/commit | DynamoDB reads/commit |");
-        println!("|---|---|---|---|");
-        let mut walls = vec![Duration::MAX; cs.len()];
-        let mut counts = vec![(0, 0, 0); cs.len()];
+        println!(
+            "| target | wall ms, median (spread) | DynamoDB writes/commit | failed DynamoDB writes/commit | DynamoDB reads/commit | S3 5xx answers |"
+        );
+        println!("|---|---|---|---|---|---|");
+        let mut walls = vec![Vec::new(); cs.len()];
+        let mut totals = vec![[0; 5]; cs.len()];
         for round in 0..rounds {
             for k in (0..cs.len()).cycle().skip(round).take(cs.len()) {
                 let c = &cs[k];
-                let before = c.counters.snapshot();
+                let before = counts(c);
                 let path = base
                     .clone()
                     .join(c.name.replace(' ', "_"))
@@ -464,36 +547,113 @@ async fn run_server(server: S3Server, label: &str, sizes: Sizes) {
                 let wall = bench::increment_race(&*c.target, &path, workers, increments)
                     .await
                     .unwrap();
-                c.settled().await;
-                walls[k] = walls[k].min(wall);
-                if round == 0 {
-                    counts[k] = delta(before, c.counters.snapshot());
+                c.target.settled().await;
+                walls[k].push(wall.as_secs_f64() * 1e3);
+                let got = since(before, counts(c));
+                for i in 0..5 {
+                    totals[k][i] += got[i];
                 }
             }
         }
-        for ((c, wall), (_, w, r)) in cs.iter().zip(&walls).zip(&counts) {
+        let commits = (rounds * workers * increments) as f64;
+        for (k, c) in cs.iter().enumerate() {
+            let [_, w, f, r, errors] = totals[k];
             println!(
-                "| {} | {} | {} | {} |",
+                "| {} | {} | {:.2} | {:.2} | {:.2} | {} |",
                 c.name,
-                ms(*wall),
-                per(*w, workers * increments),
-                per(*r, workers * increments)
+                show(spread(&mut walls[k].clone())),
+                w as f64 / commits,
+                f as f64 / commits,
+                r as f64 / commits,
+                if c.name == "object_store 0.12.5" {
+                    errors.to_string()
+                } else {
+                    "-".into()
+                }
             );
         }
-        let as_p: Vec<Percentiles> = walls
-            .iter()
-            .map(|w| Percentiles {
-                p50: *w,
-                p90: *w,
-                p99: *w,
-                max: *w,
-            })
-            .collect();
-        ratios(&cs, &as_p);
+        println!();
+        for (k, c) in cs.iter().enumerate().filter(|(k, _)| *k != ours) {
+            let mut per_round: Vec<f64> = walls[ours]
+                .iter()
+                .zip(&walls[k])
+                .map(|(a, b)| a / b)
+                .collect();
+            println!(
+                "dynacommit / {}: wall {} over {rounds} rounds\n",
+                c.name,
+                show(spread(&mut per_round))
+            );
+        }
+    }
+
+    if wanted(6) {
+        println!(
+            "\n### 6. Log race: {log_writers} writers x {log_commits} commits on one log ({log_rounds} rounds, the order rotated)\n"
+        );
+        println!(
+            "| target | commits/s, median (spread) | DynamoDB writes/commit | failed DynamoDB writes/commit | conflicts/commit |"
+        );
+        println!("|---|---|---|---|---|");
+        let mut rates = vec![Vec::new(); cs.len()];
+        let mut totals = vec![[0; 5]; cs.len()];
+        let mut conflicts = vec![0; cs.len()];
+        for round in 0..log_rounds {
+            for k in (0..cs.len()).cycle().skip(round).take(cs.len()) {
+                let c = &cs[k];
+                let before = counts(c);
+                let prefix = base
+                    .clone()
+                    .join(c.name.replace(' ', "_"))
+                    .join(format!("LOG-{round}"));
+                let writers = vec![c.writer.clone(); log_writers];
+                let report =
+                    dynacommit::race::run(writers, c.reader.clone(), &prefix, log_commits, None)
+                        .await
+                        .unwrap();
+                c.target.settled().await;
+                assert!(
+                    report.is_clean(),
+                    "{}: the log race lost commits: {report:?}",
+                    c.name
+                );
+                rates[k].push(report.committed as f64 / report.elapsed.as_secs_f64());
+                conflicts[k] += report.conflicts;
+                let got = since(before, counts(c));
+                for i in 0..5 {
+                    totals[k][i] += got[i];
+                }
+            }
+        }
+        let commits = (log_rounds * log_writers * log_commits) as f64;
+        for (k, c) in cs.iter().enumerate() {
+            let [_, w, f, _, _] = totals[k];
+            println!(
+                "| {} | {} | {:.2} | {:.2} | {:.2} |",
+                c.name,
+                show(spread(&mut rates[k].clone())),
+                w as f64 / commits,
+                f as f64 / commits,
+                conflicts[k] as f64 / commits
+            );
+        }
+        println!();
+        for (k, c) in cs.iter().enumerate().filter(|(k, _)| *k != ours) {
+            let mut per_round: Vec<f64> = rates[ours]
+                .iter()
+                .zip(&rates[k])
+                .map(|(a, b)| a / b)
+                .collect();
+            println!(
+                "dynacommit / {}: commits/s {} over {log_rounds} rounds\n",
+                c.name,
+                show(spread(&mut per_round))
+            );
+        }
     }
 
     if wanted(4) {
-        println!("\n### 4. Copy-if-not-exists ({copies} fresh targets, interleaved)\n");
+        println!("\n### 4. Copy-if-not-exists ({copies} fresh targets, the order rotated)\n");
         println!("| target | p50 ms | p99 ms |");
         println!("|---|---|---|");
         let paths = lanes(&cs, "copy");
@@ -508,14 +668,14 @@ async fn run_server(server: S3Server, label: &str, sizes: Sizes) {
 
     if wanted(5) {
         println!(
-            "\n### 5. Passthrough ({passthrough} x 1 KiB puts, gets, listings of {passthrough}; interleaved)\n"
+            "\n### 5. Passthrough ({passthrough} x 1 KiB puts, gets, listings of {passthrough}; the order rotated)\n"
         );
         let bucket = server.fresh_bucket().await;
         let bare: Box<dyn Target> = Box::new(StoreTarget(Arc::new(
             server.store(&bucket, S3ConditionalPut::Disabled),
         )));
         let (table, config) = lease_table(Arc::default(), 20_000).await;
-        let wrapped: Box<dyn Target> = Box::new(StoreTarget(Arc::new(CommitStore::new(
+        let wrapped: Box<dyn Target> = Box::new(CommitTarget(Arc::new(CommitStore::new(
             Arc::new(server.store(&bucket, S3ConditionalPut::Disabled)),
             LeaseManager::new(table as Arc<dyn LeaseTable>, config).unwrap(),
         ))));
@@ -545,7 +705,7 @@ async fn run_server(server: S3Server, label: &str, sizes: Sizes) {
         let cs: Vec<Contender> = contenders(server, short_timeout_ms)
             .await
             .into_iter()
-            .filter(|c| c.name != "native conditional PUT")
+            .filter(|c| c.name == "dynacommit" || c.name == "object_store 0.12.5")
             .collect();
         let paths = lanes(&cs, "recreate");
         let results = bench::delete_then_recreate(&lane_refs(&cs, &paths), recreates)
@@ -587,6 +747,8 @@ fn ratios(cs: &[Contender], results: &[Percentiles]) {
 
 #[tokio::main]
 async fn main() {
+    // Every target's S3 client retries alike, backing off briefly (see the setting).
+    common::BOUNDED_RETRIES.store(true, Ordering::Relaxed);
     let sizes = Sizes::from_env();
     println!("# dynacommit benchmarks");
     if sizes.creates < Sizes::FULL.creates {

@@ -34,6 +34,61 @@ pub trait Target: Send + Sync {
     async fn delete(&self, path: &Path) -> Result<(), String>;
     /// Counts the objects under `prefix`.
     async fn list(&self, prefix: &Path) -> Result<usize, String>;
+    /// Waits until work the target does in the background after an operation (a lease
+    /// release) is done, so that it does not weigh on the next target's timing. Not timed.
+    async fn settled(&self) {}
+}
+
+/// A [`Target`] over a [`CommitStore`](crate::CommitStore): its operations are
+/// [`StoreTarget`]'s, and it settles by waiting for the background lease releases.
+#[derive(Debug, Clone)]
+pub struct CommitTarget(pub Arc<crate::CommitStore>);
+
+#[async_trait]
+impl Target for CommitTarget {
+    async fn create(&self, path: &Path, body: Bytes) -> Result<bool, String> {
+        crate::race::create_if_absent(&*self.0, path, body).await
+    }
+    async fn update(&self, path: &Path, body: Bytes, etag: &str) -> Result<bool, String> {
+        self.store().update(path, body, etag).await
+    }
+    async fn copy_if_absent(&self, from: &Path, to: &Path) -> Result<bool, String> {
+        self.store().copy_if_absent(from, to).await
+    }
+    async fn get(&self, path: &Path) -> Result<Option<(Bytes, String)>, String> {
+        self.store().get(path).await
+    }
+    async fn put(&self, path: &Path, body: Bytes) -> Result<(), String> {
+        self.store().put(path, body).await
+    }
+    async fn delete(&self, path: &Path) -> Result<(), String> {
+        self.store().delete(path).await
+    }
+    async fn list(&self, prefix: &Path) -> Result<usize, String> {
+        self.store().list(prefix).await
+    }
+    async fn settled(&self) {
+        self.0.leases().settled().await;
+    }
+}
+
+impl CommitTarget {
+    fn store(&self) -> StoreTarget {
+        StoreTarget(self.0.clone())
+    }
+}
+
+/// In which order the targets take their turn at each operation of a latency scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Order {
+    /// Rotated every operation (lane 0 first, then lane 1 first, ...): no target always
+    /// follows another. What the reported figures use.
+    #[default]
+    Rotated,
+    /// Always lane 0, lane 1, ...
+    Forward,
+    /// Always the last lane first.
+    Reversed,
 }
 
 /// A [`Target`] over an object_store 0.14 store, using its conditional put and copy modes
@@ -106,12 +161,14 @@ impl Target for StoreTarget {
 /// One target and the prefix its objects go under.
 pub type Lane<'a> = (&'a dyn Target, Path);
 
-/// Runs `op` `n` times on every lane, interleaved (lane 0, lane 1, ..., then again), so
-/// that drift in the servers over the run weighs on every lane alike. Returns each lane's
-/// latencies.
+/// Runs `op` `n` times on every lane, interleaved (each operation on every lane, in
+/// `order`, then the next), so that drift in the servers over the run weighs on every lane
+/// alike; after each lane's turn its background work settles, untimed, so that it does not
+/// slow the next lane's. Returns each lane's latencies.
 async fn interleaved<'a, F, Fut>(
     lanes: &[Lane<'a>],
     n: usize,
+    order: Order,
     mut op: F,
 ) -> Result<Vec<Percentiles>, String>
 where
@@ -119,19 +176,32 @@ where
     Fut: Future<Output = Result<(), String>>,
 {
     let mut samples = vec![Vec::with_capacity(n); lanes.len()];
+    let count = lanes.len();
     for i in 0..n {
-        for ((target, prefix), lane) in lanes.iter().zip(samples.iter_mut()) {
+        for turn in 0..count {
+            let k = match order {
+                Order::Rotated => (i + turn) % count,
+                Order::Forward => turn,
+                Order::Reversed => count - 1 - turn,
+            };
+            let (target, prefix) = &lanes[k];
             let started = Instant::now();
             op(*target, prefix, i).await?;
-            lane.push(started.elapsed());
+            samples[k].push(started.elapsed());
+            target.settled().await;
         }
     }
     Ok(samples.into_iter().map(Percentiles::of).collect())
 }
 
-/// Scenario 1: `n` creates of fresh paths, one at a time per lane.
-pub async fn uncontended_create(lanes: &[Lane<'_>], n: usize) -> Result<Vec<Percentiles>, String> {
-    interleaved(lanes, n, |t, prefix, i| {
+/// Scenario 1: `n` creates of fresh paths, one at a time per lane, the lanes taking turns
+/// in `order`.
+pub async fn uncontended_create(
+    lanes: &[Lane<'_>],
+    n: usize,
+    order: Order,
+) -> Result<Vec<Percentiles>, String> {
+    interleaved(lanes, n, order, |t, prefix, i| {
         let path = prefix.clone().join(format!("create-{i}"));
         async move {
             let won = t.create(&path, Bytes::from_static(b"{}")).await?;
@@ -194,7 +264,7 @@ pub async fn delete_then_recreate(
     lanes: &[Lane<'_>],
     rounds: usize,
 ) -> Result<Vec<Percentiles>, String> {
-    interleaved(lanes, rounds, |t, prefix, _| {
+    interleaved(lanes, rounds, Order::Rotated, |t, prefix, _| {
         let path = prefix.clone().join("recreated");
         async move {
             t.create(&path, Bytes::from_static(b"v1")).await?;
@@ -222,7 +292,7 @@ pub async fn copy_if_absent(lanes: &[Lane<'_>], n: usize) -> Result<Vec<Percenti
         )
         .await?;
     }
-    interleaved(lanes, n, |t, prefix, i| {
+    interleaved(lanes, n, Order::Rotated, |t, prefix, i| {
         let (from, to) = (
             prefix.clone().join("copy-source"),
             prefix.clone().join(format!("copy-{i}")),
@@ -243,12 +313,12 @@ pub async fn copy_if_absent(lanes: &[Lane<'_>], n: usize) -> Result<Vec<Percenti
 /// `n` gets, and `n` listings of the `n` objects.
 pub async fn passthrough(lanes: &[Lane<'_>], n: usize) -> Result<[Vec<Percentiles>; 3], String> {
     let path = |prefix: &Path, i: usize| prefix.clone().join(format!("plain-{i}"));
-    let puts = interleaved(lanes, n, |t, prefix, i| {
+    let puts = interleaved(lanes, n, Order::Rotated, |t, prefix, i| {
         let path = path(prefix, i);
         async move { t.put(&path, Bytes::from(vec![7u8; 1024])).await }
     })
     .await?;
-    let gets = interleaved(lanes, n, |t, prefix, i| {
+    let gets = interleaved(lanes, n, Order::Rotated, |t, prefix, i| {
         let path = path(prefix, i);
         async move {
             t.get(&path)
@@ -258,7 +328,7 @@ pub async fn passthrough(lanes: &[Lane<'_>], n: usize) -> Result<[Vec<Percentile
         }
     })
     .await?;
-    let lists = interleaved(lanes, n, |t, prefix, _| {
+    let lists = interleaved(lanes, n, Order::Rotated, |t, prefix, _| {
         let prefix = prefix.clone();
         async move {
             let count = t.list(&prefix).await?;

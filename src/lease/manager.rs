@@ -50,6 +50,15 @@ pub struct LeaseManager {
     on_wait: Option<WaitObserver>,
     /// `HOST pid PID`, written into records for people inspecting the table.
     process: Arc<str>,
+    /// Releases sent in the background and not yet answered (see [`LeaseManager::settled`]).
+    background: Arc<Background>,
+}
+
+/// Background releases in flight, and a way to wait for none.
+#[derive(Debug, Default)]
+struct Background {
+    in_flight: std::sync::atomic::AtomicUsize,
+    done: tokio::sync::Notify,
 }
 
 /// What [`LeaseManager::on_wait`] keeps.
@@ -310,6 +319,7 @@ impl LeaseManager {
             planted: Planted::default(),
             on_wait: None,
             process: this_process().into(),
+            background: Arc::default(),
         })
     }
 
@@ -1092,9 +1102,37 @@ impl LeaseManager {
     /// Releases `lease` in the background (off the caller's critical path) when a Tokio
     /// runtime is running; otherwise leaves it to expire.
     pub fn release_in_background(&self, lease: Lease) {
+        use std::sync::atomic::Ordering;
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let manager = self.clone();
-            runtime.spawn(async move { manager.release_quietly(lease).await });
+            self.background.in_flight.fetch_add(1, Ordering::SeqCst);
+            runtime.spawn(async move {
+                manager.release_quietly(lease).await;
+                let background = &manager.background;
+                background.in_flight.fetch_sub(1, Ordering::SeqCst);
+                background.done.notify_waiters();
+            });
+        }
+    }
+
+    /// Waits until every release this manager (or a clone) sent in the background has
+    /// been answered: before a process exits (so the next writer need not wait for
+    /// expiry), and in benchmarks, so that one target's background work does not weigh on
+    /// the next one's timing.
+    ///
+    /// ```
+    /// # async fn run(leases: dynacommit::lease::LeaseManager) {
+    /// leases.settled().await;
+    /// # }
+    /// ```
+    pub async fn settled(&self) {
+        use std::sync::atomic::Ordering;
+        loop {
+            let done = self.background.done.notified();
+            if self.background.in_flight.load(Ordering::SeqCst) == 0 {
+                return;
+            }
+            done.await;
         }
     }
 }

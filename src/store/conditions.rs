@@ -22,9 +22,11 @@ pub enum Conditions {
     /// (`If-None-Match`, `If-Match`, copy-if-not-exists): one request, no lease table.
     /// Safe only if every writer of the paths uses conditions the store enforces.
     Native,
-    /// Probe the inner store once (see [`Enforced`]) and go native for what it enforces,
-    /// leases for the rest (such as copy-if-not-exists on S3). Same fleet rule as
-    /// [`Native`](Self::Native) for what goes native.
+    /// Probe the inner store once (see [`Enforced`]): native if it enforces every
+    /// condition, else leases for everything (a native create and a leased copy to one
+    /// path would not exclude each other), the puts under a lease carrying the conditions
+    /// the store was found to enforce, so a writer outside the protocol cannot overwrite a
+    /// commit. Same fleet rule as [`Native`](Self::Native) when it goes native.
     Auto,
 }
 
@@ -80,13 +82,4 @@ impl std::fmt::Display for Enforced {
             yes(self.copy)
         )
     }
-}
-
-/// Conditions the inner store turned out to refuse outright (`NotImplemented`, say
-/// `S3ConditionalPut::Disabled`), so writes under a lease stop carrying them.
-#[derive(Debug, Default)]
-pub(crate) struct Refused {
-    pub(crate) create: std::sync::atomic::AtomicBool,
-    pub(crate) update: std::sync::atomic::AtomicBool,
-    pub(crate) copy: std::sync::atomic::AtomicBool,
 }

@@ -40,8 +40,7 @@ use tracing::Instrument;
 
 use crate::lease::{CREATE_ETAG, GuardError, LeaseError, LeaseManager};
 use crate::store::OutcomeUnknown;
-use crate::store::conditions::{Conditions, Enforced, Refused};
-use std::sync::atomic::{AtomicBool, Ordering};
+use crate::store::conditions::{Conditions, Enforced};
 
 #[doc = concat!(" The name this wrapper gives in `", stringify!($os), "::Error::Generic`.")]
 const STORE: &str = "dynacommit";
@@ -88,8 +87,6 @@ pub struct CommitStore<T: ?Sized = dyn ObjectStore> {
     conditions: Conditions,
     /// What the probe found, once it ran (shared by clones of the store's handle).
     probed: Arc<tokio::sync::OnceCell<Enforced>>,
-    /// Conditions the inner store refused outright: writes under a lease stop carrying them.
-    refused: Arc<Refused>,
 }
 
 impl<T: ObjectStore + ?Sized> CommitStore<T> {
@@ -101,7 +98,6 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
             lease_prefix: String::new(),
             conditions: Conditions::default(),
             probed: Arc::default(),
-            refused: Arc::default(),
         }
     }
 
@@ -149,14 +145,24 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
             .copied()
     }
 
-    /// Whether a write of the kind `kind` picks from [`Enforced`] goes to the inner store
-    /// with its condition, without a lease.
-    async fn native(&self, kind: fn(&Enforced) -> bool) -> Result<bool> {
+    /// Whether conditional writes go to the inner store with their conditions, without a
+    /// lease. All or none: were creates native and copies leased (S3 enforces
+    /// `If-None-Match` but has no copy-if-not-exists), a native create and a leased copy
+    /// to one path would not exclude each other, and the copy could land on the create.
+    async fn native(&self) -> Result<bool> {
         match self.conditions {
             Conditions::Lease => Ok(false),
             Conditions::Native => Ok(true),
-            Conditions::Auto => Ok(kind(&self.enforced().await?)),
+            Conditions::Auto => Ok(self.enforced().await? == Enforced::ALL),
         }
+    }
+
+    /// Whether a put under a lease carries its condition: where the probe (run in
+    /// [`Conditions::Auto`] mode) found the store enforcing it. Without a probe, nothing is
+    /// known of how the store answers the headers (some answer them with an error), so the
+    /// write is plain, as object_store 0.12.5's is.
+    fn carries(&self, kind: fn(&Enforced) -> bool) -> bool {
+        self.conditions == Conditions::Auto && self.probed.get().is_some_and(kind)
     }
 
     /// The probe behind [`Self::enforced`].
@@ -217,36 +223,39 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
         Ok(enforced)
     }
 
-    /// A put under a lease, carrying `mode` (the condition the lease guards) unless the
-    /// inner store refuses it outright, as `refused` remembers.
-    async fn put_carrying(
+    /// A put under a lease: plain, or carrying `mode` (the condition the lease guards)
+    /// where the store is known to enforce it.
+    async fn put_under_lease(
         &self,
         location: &Path,
         payload: PutPayload,
         opts: PutOptions,
         mode: PutMode,
-        refused: &AtomicBool,
+        carry: bool,
     ) -> Result<PutResult> {
         use $os::Error as E;
-        if refused.load(Ordering::Relaxed) {
+        if !carry {
             return self.inner.put_opts(location, payload, opts).await;
         }
-        let conditional = PutOptions {
-            mode,
-            ..opts.clone()
-        };
+        let conditional = PutOptions { mode, ..opts };
         match self.inner.put_opts(location, payload.clone(), conditional).await {
-            Err(E::NotImplemented { .. } | E::NotSupported { .. }) => {
-                refused.store(true, Ordering::Relaxed);
-                self.inner.put_opts(location, payload, opts).await
-            }
             // Under our lease no protocol writer touches the path, so the refusal is an
             // earlier attempt of this very write (the client retried after an answer was
             // lost) or a writer outside the protocol: the object's bytes tell which.
-            Err(refusal @ (E::AlreadyExists { .. } | E::Precondition { .. })) => {
+            Err(E::AlreadyExists { .. } | E::Precondition { .. }) => {
                 match self.stored_as(location, &payload).await {
                     Some(result) => Ok(result),
-                    None => Err(refusal),
+                    // Not `AlreadyExists`: a caller must not read this as a version taken by
+                    // a rival in the protocol and commit the same change again elsewhere.
+                    None => Err(E::Generic {
+                        store: STORE,
+                        source: format!(
+                            "{location}: the store refused the write made under the lease \
+                             (a writer outside the lease protocol changed the object, or an \
+                             earlier attempt of this write landed and was since replaced)"
+                        )
+                        .into(),
+                    }),
                 }
             }
             other => other,
@@ -305,7 +314,6 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
             lease_prefix: self.lease_prefix,
             conditions: self.conditions,
             probed: self.probed,
-            refused: self.refused,
         }
     }
 
@@ -617,17 +625,18 @@ impl<T: ObjectStore + ?Sized> ObjectStore for CommitStore<T> {
         match mode {
             PutMode::Overwrite => self.inner.put_opts(location, payload, opts).await,
             PutMode::Create => {
-                if self.native(|e| e.create).await? {
+                if self.native().await? {
                     opts.mode = PutMode::Create;
                     return self.inner.put_opts(location, payload, opts).await;
                 }
-                let refused = &self.refused.create;
-                let write = || self.put_carrying(location, payload, opts, PutMode::Create, refused);
+                let carry = self.carries(|e| e.create);
+                let write =
+                    || self.put_under_lease(location, payload, opts, PutMode::Create, carry);
                 self.guarded(location, CREATE_ETAG, || self.check_absent(location), write)
                     .await
             }
             PutMode::Update(version) => {
-                if self.native(|e| e.update).await? {
+                if self.native().await? {
                     opts.mode = PutMode::Update(version);
                     return self.inner.put_opts(location, payload, opts).await;
                 }
@@ -639,9 +648,9 @@ impl<T: ObjectStore + ?Sized> ObjectStore for CommitStore<T> {
                             .into(),
                     });
                 };
-                let refused = &self.refused.update;
+                let carry = self.carries(|e| e.update);
                 let mode = PutMode::Update(version);
-                let write = || self.put_carrying(location, payload, opts, mode, refused);
+                let write = || self.put_under_lease(location, payload, opts, mode, carry);
                 self.guarded(location, &etag, || self.check_etag(location, &etag), write)
                     .await
             }
@@ -691,24 +700,16 @@ impl<T: ObjectStore + ?Sized> ObjectStore for CommitStore<T> {
         match options.mode {
             CopyMode::Overwrite => self.inner.copy_opts(from, to, options).await,
             CopyMode::Create => {
-                if self.native(|e| e.copy).await? {
+                if self.native().await? {
                     return self.inner.copy_opts(from, to, options).await;
                 }
-                let write = || async {
-                    if !self.refused.copy.load(Ordering::Relaxed) {
-                        match self.inner.copy_opts(from, to, options.clone()).await {
-                            Err($os::Error::NotImplemented { .. } | $os::Error::NotSupported { .. }) => {
-                                self.refused.copy.store(true, Ordering::Relaxed);
-                            }
-                            other => return other,
-                        }
-                    }
-                    let plain = CopyOptions {
-                        mode: CopyMode::Overwrite,
-                        ..options
-                    };
-                    self.inner.copy_opts(from, to, plain).await
+                // Plain under the lease: a copy refused as a retry of itself could not be
+                // told from a rival's, as a put's can by its bytes.
+                let plain = CopyOptions {
+                    mode: CopyMode::Overwrite,
+                    ..options
                 };
+                let write = || self.inner.copy_opts(from, to, plain);
                 self.guarded(to, CREATE_ETAG, || self.check_copy_target(from, to), write)
                     .await
             }
@@ -719,24 +720,14 @@ impl<T: ObjectStore + ?Sized> ObjectStore for CommitStore<T> {
         match options.target_mode {
             RenameTargetMode::Overwrite => self.inner.rename_opts(from, to, options).await,
             RenameTargetMode::Create => {
-                if self.native(|e| e.copy).await? {
+                if self.native().await? {
                     return self.inner.rename_opts(from, to, options).await;
                 }
-                let write = || async {
-                    if !self.refused.copy.load(Ordering::Relaxed) {
-                        match self.inner.rename_opts(from, to, options.clone()).await {
-                            Err($os::Error::NotImplemented { .. } | $os::Error::NotSupported { .. }) => {
-                                self.refused.copy.store(true, Ordering::Relaxed);
-                            }
-                            other => return other,
-                        }
-                    }
-                    let plain = RenameOptions {
-                        target_mode: RenameTargetMode::Overwrite,
-                        ..options
-                    };
-                    self.inner.rename_opts(from, to, plain).await
+                let plain = RenameOptions {
+                    target_mode: RenameTargetMode::Overwrite,
+                    ..options
                 };
+                let write = || self.inner.rename_opts(from, to, plain);
                 self.guarded(to, CREATE_ETAG, || self.check_copy_target(from, to), write)
                     .await
             }

@@ -76,6 +76,11 @@ pub struct Counters {
     pub dynamo_reads: std::sync::atomic::AtomicU64,
     /// Slowed requests sent but not yet answered (they go on when their caller gives up).
     pub in_flight: std::sync::atomic::AtomicU64,
+    /// DynamoDB writes refused by their condition (counted within `dynamo_writes` too).
+    pub dynamo_failed_writes: std::sync::atomic::AtomicU64,
+    /// Object store answers of 500 and above (each one a retry by the client, which
+    /// backs off first), where the counter sees HTTP.
+    pub s3_server_errors: std::sync::atomic::AtomicU64,
 }
 
 impl Counters {
@@ -117,6 +122,21 @@ impl Counters {
             self.dynamo_reads.load(SeqCst),
         )
     }
+}
+
+/// The retries of every S3 client the benchmarks build, alike for every target: at most
+/// 10, backing off from 10 ms to at most 100 ms. object_store's default backs off from
+/// 100 ms doubling to 15 s, so a few server errors in a row (s3rver answers 500 to reads
+/// racing writes) can add seconds to one operation of one target and decide a race's wall
+/// time. Set by the benchmarks before they build a store; tests keep the defaults.
+pub static BOUNDED_RETRIES: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// The bounded retry settings, for an object_store crate's `RetryConfig` fields.
+pub fn bounded_retries() -> Option<(usize, Duration, Duration)> {
+    BOUNDED_RETRIES
+        .load(std::sync::atomic::Ordering::Relaxed)
+        .then_some((10, Duration::from_millis(10), Duration::from_millis(100)))
 }
 
 /// Lease settings for tests: the defaults, polling faster so races finish sooner.

@@ -59,7 +59,8 @@ impl HttpService for Router {
             *req.uri_mut() = uri;
             req.headers_mut().remove(http::header::HOST);
         }
-        match &self.slow_puts {
+        let is_write = std::ptr::eq(counter, &self.counters.dynamo_writes);
+        let answer = match &self.slow_puts {
             Some(delays) if !to_dynamodb && req.method() == http::Method::PUT => {
                 let inner = self.inner.clone();
                 self.counters
@@ -67,7 +68,19 @@ impl HttpService for Router {
                     .await
             }
             _ => self.inner.execute(req).await,
+        };
+        if let Ok(response) = &answer {
+            use std::sync::atomic::Ordering::SeqCst;
+            // A DynamoDB write answered 400 is a failed condition (the only 400 these
+            // well-formed requests meet).
+            if is_write && response.status() == http::StatusCode::BAD_REQUEST {
+                self.counters.dynamo_failed_writes.fetch_add(1, SeqCst);
+            }
+            if !to_dynamodb && response.status().is_server_error() {
+                self.counters.s3_server_errors.fetch_add(1, SeqCst);
+            }
         }
+        answer
     }
 }
 
@@ -118,7 +131,7 @@ pub fn store_via(
     let (key, secret) = server.keys();
     let commit = DynamoCommit::new(table.to_owned()).with_timeout(timeout_ms);
     #[allow(deprecated)]
-    AmazonS3Builder::new()
+    let builder = AmazonS3Builder::new()
         .with_endpoint(server.url())
         .with_allow_http(true)
         .with_region("us-east-1")
@@ -131,9 +144,20 @@ pub fn store_via(
             dynamodb: dynamodb.authority().unwrap().clone(),
             counters,
             slow_puts,
-        })
-        .build()
-        .unwrap()
+        });
+    let builder = match super::bounded_retries() {
+        Some((max_retries, init_backoff, max_backoff)) => builder.with_retry(old::RetryConfig {
+            max_retries,
+            backoff: old::BackoffConfig {
+                init_backoff,
+                max_backoff,
+                base: 2.0,
+            },
+            ..Default::default()
+        }),
+        None => builder,
+    };
+    builder.build().unwrap()
 }
 
 /// A race writer using object_store 0.12.5.

@@ -85,6 +85,17 @@ impl S3Server {
         if let Some(copy) = copy_if_not_exists {
             builder = builder.with_copy_if_not_exists(copy);
         }
+        if let Some((max_retries, init_backoff, max_backoff)) = super::bounded_retries() {
+            builder = builder.with_retry(object_store::RetryConfig {
+                max_retries,
+                backoff: object_store::BackoffConfig {
+                    init_backoff,
+                    max_backoff,
+                    base: 2.0,
+                },
+                ..Default::default()
+            });
+        }
         builder.build().unwrap()
     }
 

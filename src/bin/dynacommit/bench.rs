@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use clap::Args;
 use dynacommit::CommitStore;
-use dynacommit::bench::{self, StoreTarget, Target};
+use dynacommit::bench::{self, CommitTarget, Order, StoreTarget, Target};
 use dynacommit::lease::LeaseManager;
 use dynacommit::race::Percentiles;
 use object_store::path::Path;
@@ -65,7 +65,7 @@ pub async fn run(backends: &BackendArgs, args: BenchArgs, json: bool) -> Result<
     let n = args.ops as usize;
     let leases = LeaseManager::new(resolved.table.clone(), resolved.config.clone())
         .map_err(|e| e.to_string())?;
-    let wrapped = StoreTarget(Arc::new(CommitStore::new(resolved.store.clone(), leases)));
+    let wrapped = CommitTarget(Arc::new(CommitStore::new(resolved.store.clone(), leases)));
     let bare = PlainPuts(StoreTarget(resolved.store.clone()));
     let base = Path::from(format!("dynacommit-bench/{:016x}", rand::random::<u64>()));
     let lanes = |scenario: &str| {
@@ -80,7 +80,7 @@ pub async fn run(backends: &BackendArgs, args: BenchArgs, json: bool) -> Result<
             ),
         ]
     };
-    let creates = bench::uncontended_create(&lanes("create"), n).await?;
+    let creates = bench::uncontended_create(&lanes("create"), n, Order::Rotated).await?;
     let [puts, gets, lists] = bench::passthrough(&lanes("plain"), n.min(200)).await?;
     let recreate = bench::delete_then_recreate(&lanes("recreate")[..1], n.min(20)).await?;
     let copies = bench::copy_if_absent(&lanes("copy")[..1], n).await?;
