@@ -243,6 +243,74 @@ impl Target for WholeReads {
     }
 }
 
+/// Operations slower than this are counted (and, with `DYNACOMMIT_BENCH_TRACE=1`,
+/// printed with what they were): a loopback operation takes milliseconds, so one this slow
+/// waited for something (a server's error and the client's backoff, a lease).
+const SLOW: Duration = Duration::from_millis(300);
+
+fn tracing_slow() -> bool {
+    std::env::var_os("DYNACOMMIT_BENCH_TRACE").is_some_and(|v| v != "0")
+}
+
+/// A target whose operations are timed; the slow ones counted, and traced on request.
+struct Timed {
+    name: &'static str,
+    inner: Box<dyn Target>,
+    slow: Arc<std::sync::atomic::AtomicU64>,
+}
+
+impl Timed {
+    async fn time<T: std::fmt::Debug>(
+        &self,
+        op: &str,
+        path: &Path,
+        f: impl Future<Output = Result<T, String>>,
+    ) -> Result<T, String> {
+        let started = tokio::time::Instant::now();
+        let out = f.await;
+        let took = started.elapsed();
+        if took >= SLOW {
+            self.slow.fetch_add(1, Ordering::Relaxed);
+            if tracing_slow() {
+                eprintln!(
+                    "slow: {} {op} {path}: {:.0} ms -> {out:?}",
+                    self.name,
+                    took.as_secs_f64() * 1e3
+                );
+            }
+        }
+        out
+    }
+}
+
+#[async_trait]
+impl Target for Timed {
+    async fn create(&self, p: &Path, b: Bytes) -> Result<bool, String> {
+        self.time("create", p, self.inner.create(p, b)).await
+    }
+    async fn update(&self, p: &Path, b: Bytes, e: &str) -> Result<bool, String> {
+        self.time("update", p, self.inner.update(p, b, e)).await
+    }
+    async fn copy_if_absent(&self, f: &Path, t: &Path) -> Result<bool, String> {
+        self.time("copy", t, self.inner.copy_if_absent(f, t)).await
+    }
+    async fn get(&self, p: &Path) -> Result<Option<(Bytes, String)>, String> {
+        self.time("get", p, async { self.inner.get(p).await }).await
+    }
+    async fn put(&self, p: &Path, b: Bytes) -> Result<(), String> {
+        self.time("put", p, self.inner.put(p, b)).await
+    }
+    async fn delete(&self, p: &Path) -> Result<(), String> {
+        self.time("delete", p, self.inner.delete(p)).await
+    }
+    async fn list(&self, p: &Path) -> Result<usize, String> {
+        self.time("list", p, self.inner.list(p)).await
+    }
+    async fn settled(&self) {
+        self.inner.settled().await
+    }
+}
+
 struct Contender {
     name: &'static str,
     target: Box<dyn Target>,
@@ -251,6 +319,8 @@ struct Contender {
     /// A plain store on the same bucket, uncounted, for checking a race's outcome.
     reader: Arc<dyn ObjectStore>,
     counters: Arc<Counters>,
+    /// Operations slower than [`SLOW`].
+    slow: Arc<std::sync::atomic::AtomicU64>,
 }
 
 async fn lease_table(
@@ -294,6 +364,7 @@ async fn dynacommit(
         writer: Arc::new(StoreWriter(store)),
         reader,
         counters,
+        slow: Arc::default(),
     }
 }
 
@@ -336,6 +407,7 @@ async fn contenders(server: S3Server, timeout_ms: u64) -> Vec<Contender> {
         writer: Arc::new(OldWriter(store)),
         reader: reader.clone(),
         counters,
+        slow: Arc::default(),
     });
 
     if matches!(server, S3Server::SeaweedFs) {
@@ -368,6 +440,7 @@ async fn contenders(server: S3Server, timeout_ms: u64) -> Vec<Contender> {
             writer: Arc::new(StoreWriter(store)),
             reader: reader.clone(),
             counters,
+            slow: Arc::default(),
         });
     }
     if matches!(server, S3Server::S3rver) {
@@ -379,7 +452,16 @@ async fn contenders(server: S3Server, timeout_ms: u64) -> Vec<Contender> {
             })
             .collect();
     }
-    out
+    out.into_iter()
+        .map(|c| Contender {
+            target: Box::new(Timed {
+                name: c.name,
+                inner: c.target,
+                slow: c.slow.clone(),
+            }),
+            ..c
+        })
+        .collect()
 }
 
 fn ms(d: Duration) -> String {
@@ -531,9 +613,11 @@ async fn run_server(server: S3Server, label: &str, sizes: Sizes) {
             "\n### 2. object_store's race: {workers} workers x {increments} increments ({rounds} rounds, the order rotated)\n"
         );
         println!(
-            "| target | wall ms, median (spread) | DynamoDB writes/commit | failed DynamoDB writes/commit | DynamoDB reads/commit | S3 5xx answers |"
+            "| target | wall ms, median (spread) | DynamoDB writes/commit | failed DynamoDB writes/commit | DynamoDB reads/commit | S3 5xx answers | operations over {} ms |",
+            SLOW.as_millis()
         );
-        println!("|---|---|---|---|---|---|");
+        println!("|---|---|---|---|---|---|---|");
+        let slow_before: Vec<u64> = cs.iter().map(|c| c.slow.load(Ordering::Relaxed)).collect();
         let mut walls = vec![Vec::new(); cs.len()];
         let mut totals = vec![[0; 5]; cs.len()];
         for round in 0..rounds {
@@ -559,7 +643,7 @@ async fn run_server(server: S3Server, label: &str, sizes: Sizes) {
         for (k, c) in cs.iter().enumerate() {
             let [_, w, f, r, errors] = totals[k];
             println!(
-                "| {} | {} | {:.2} | {:.2} | {:.2} | {} |",
+                "| {} | {} | {:.2} | {:.2} | {:.2} | {} | {} |",
                 c.name,
                 show(spread(&mut walls[k].clone())),
                 w as f64 / commits,
@@ -569,7 +653,8 @@ async fn run_server(server: S3Server, label: &str, sizes: Sizes) {
                     errors.to_string()
                 } else {
                     "-".into()
-                }
+                },
+                c.slow.load(Ordering::Relaxed) - slow_before[k]
             );
         }
         println!();

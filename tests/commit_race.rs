@@ -81,14 +81,11 @@ async fn a_mixed_fleet_with_object_store_0_12_5_still_commits_every_version_once
         &table,
         leases_timeout_ms(),
     ));
-    // Even writers are ours, odd ones 0.12.5's. Ours send their HEAD beside the lease
-    // PutItem, one round trip ahead of 0.12.5's HEAD-then-PutItem, so they would take
-    // every contested version first and the fleet would not mix: each of ours HEADs once
-    // more before its create, to run at 0.12.5's pace.
+    // Even writers are ours, odd ones 0.12.5's.
     let writers: Vec<Arc<dyn LogWriter>> = (0..16)
         .map(|i| {
             if i % 2 == 0 {
-                Arc::new(AtOldPace(ours.clone())) as Arc<dyn LogWriter>
+                Arc::new(StoreWriter(ours.clone())) as Arc<dyn LogWriter>
             } else {
                 Arc::new(OldWriter(theirs.clone())) as Arc<dyn LogWriter>
             }
@@ -220,20 +217,4 @@ async fn old_and_new_writers_read_each_others_lease_records() {
         theirs_record.generation > ours_record.generation,
         "{ours_record:?} then {theirs_record:?}"
     );
-}
-
-/// A writer of ours slowed to object_store 0.12.5's pace: a HEAD first (giving up if the
-/// version is taken, as 0.12.5 does), then the create.
-struct AtOldPace(Arc<dyn ObjectStore>);
-
-#[async_trait::async_trait]
-impl LogWriter for AtOldPace {
-    async fn create(&self, path: &Path, body: bytes::Bytes) -> Result<bool, String> {
-        match self.0.head(path).await {
-            Ok(_) => return Ok(false),
-            Err(object_store::Error::NotFound { .. }) => {}
-            Err(e) => return Err(e.to_string()),
-        }
-        StoreWriter(self.0.clone()).create(path, body).await
-    }
 }

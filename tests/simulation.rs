@@ -318,8 +318,9 @@ fn catches_a_reclaim_after_one_timeout_instead_of_timeout_times_skew() {
 #[test]
 fn catches_a_check_beside_the_acquisition_trusted_after_a_takeover() {
     // The check sent beside the first PutItem holds only under a lease won fresh; a lease
-    // taken over must be checked again, or a waiter's last poll (the object absent) is
-    // followed by the holder's write landing and its release.
+    // taken over must be checked again (before reclaiming a released record, and under
+    // the lease), or a waiter's last poll (the object absent) is followed by the
+    // holder's write landing and its release.
     catches(
         PlantedBug::NoRecheckAfterTakeover,
         Scenario::Commits,

@@ -57,6 +57,9 @@ pub struct LeaseManager {
     /// the check goes first, as in object_store 0.12.5. Raised by 4 per failure (at most
     /// 16), lowered by 1 per check that passes.
     contended: Arc<std::sync::atomic::AtomicU32>,
+    /// Finished creates' leases awaiting their object's deletion, unless `None` (released
+    /// at once).
+    deferred: Option<Arc<Mutex<Deferred>>>,
 }
 
 /// Background releases in flight, and a way to wait for none.
@@ -64,6 +67,36 @@ pub struct LeaseManager {
 struct Background {
     in_flight: std::sync::atomic::AtomicUsize,
     done: tokio::sync::Notify,
+}
+
+/// Leases of creates that succeeded, kept unreleased until their object is deleted (see
+/// [`LeaseManager::release_creates_at_once`]): at most [`DEFERRED_MAX`], the oldest
+/// forgotten first, each for at most the record TTL.
+#[derive(Debug, Default)]
+struct Deferred {
+    by_key: std::collections::HashMap<String, Lease>,
+    /// Keys in the order they came, with when: the oldest go first.
+    order: std::collections::VecDeque<(String, String, Instant)>,
+}
+
+/// How many finished creates' leases a manager keeps for release on delete.
+const DEFERRED_MAX: usize = 10_000;
+
+impl Deferred {
+    fn keep(&mut self, lease: Lease, now: Instant, ttl: Duration) {
+        while let Some((key, owner, at)) = self.order.front()
+            && (self.order.len() >= DEFERRED_MAX || now.saturating_duration_since(*at) >= ttl)
+        {
+            // Forgotten, not released: a re-create after a delete waits for it to expire.
+            if self.by_key.get(key).is_some_and(|l| &l.owner == owner) {
+                self.by_key.remove(key);
+            }
+            self.order.pop_front();
+        }
+        self.order
+            .push_back((lease.path.clone(), lease.owner.clone(), now));
+        self.by_key.insert(lease.path.clone(), lease);
+    }
 }
 
 /// What [`LeaseManager::on_wait`] keeps.
@@ -326,6 +359,7 @@ impl LeaseManager {
             process: this_process().into(),
             background: Arc::default(),
             contended: Arc::default(),
+            deferred: Some(Arc::default()),
         })
     }
 
@@ -345,6 +379,36 @@ impl LeaseManager {
     pub fn on_wait(mut self, observer: impl Fn(&Waiting) + Send + Sync + 'static) -> Self {
         self.on_wait = Some(Arc::new(observer));
         self
+    }
+
+    /// Releases a create's lease (etag `*`) as soon as its write succeeded, as every other
+    /// lease is, instead of keeping it until the object is deleted through
+    /// [`release_deferred`](Self::release_deferred).
+    ///
+    /// By default a successful create's lease is not released: the object's existence
+    /// already stops every later create of the path (their check fails at once), so a
+    /// release would only serve a re-create after a delete, and it would double the
+    /// DynamoDB writes of every commit. `CommitStore` deletes release it instead. A path
+    /// deleted by another process (or after this one forgot the lease: it keeps 10,000,
+    /// each for the record TTL) is re-created only once the record expires, after
+    /// `timeout x skew`, as with object_store 0.12.5. Releasing at once avoids that, at two
+    /// writes per create.
+    pub fn release_creates_at_once(mut self) -> Self {
+        self.deferred = None;
+        self
+    }
+
+    /// Releases the lease of the create of `path` (the lease key) that this manager kept
+    /// unreleased, if any: call once the object is deleted, so that it can be created
+    /// again at once. A no-op otherwise.
+    pub async fn release_deferred(&self, path: &str) {
+        let Some(deferred) = &self.deferred else {
+            return;
+        };
+        let lease = lock_deferred(deferred).by_key.remove(path);
+        if let Some(lease) = lease {
+            self.release_quietly(lease).await;
+        }
     }
 
     /// Reads time from `clock` instead of the system's (a simulation gives every writer a
@@ -524,7 +588,13 @@ impl LeaseManager {
         };
         match self.run_while_held(&mut lease, guarded).await {
             Ok(Ok(out)) => {
-                self.release_in_background(lease);
+                match &self.deferred {
+                    Some(deferred) if lease.etag == super::CREATE_ETAG => {
+                        let now = self.clock.now();
+                        lock_deferred(deferred).keep(lease, now, self.config.ttl);
+                    }
+                    _ => self.release_in_background(lease),
+                }
                 Ok(out)
             }
             Ok(Err(GuardError::Operation(e))) => {
@@ -805,6 +875,13 @@ impl LeaseManager {
         };
         loop {
             if seen.released {
+                // Released: the holder's operation is over, and it may have written. Look
+                // once more before taking the lease (a check from before the release could
+                // predate that write): losers of a create learn here that it is done,
+                // without a PutItem each and a release each after it.
+                if !self.planted(PlantedBug::NoRecheckAfterTakeover) {
+                    check().await.map_err(AcquireError::Check)?;
+                }
                 return Ok(Turn::Reclaim(seen));
             }
             // A record's own timeout decides, within the bound any writer may configure.
@@ -1168,6 +1245,14 @@ impl LeaseManager {
 /// always whole).
 fn lock(usable: &Mutex<Instant>) -> std::sync::MutexGuard<'_, Instant> {
     usable
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The deferred releases, whatever a panicking holder of the mutex left (each entry is
+/// whole: inserts and removals are single calls).
+fn lock_deferred(deferred: &Mutex<Deferred>) -> std::sync::MutexGuard<'_, Deferred> {
+    deferred
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }

@@ -30,8 +30,9 @@ pub enum PlantedBug {
     /// No renewal while the operation runs: it is dropped at the usable time, as
     /// object_store 0.12.5 drops its write at the lease deadline (zombie writes).
     NoRenewalWhileWriting,
-    /// The check sent beside the first acquisition attempt is trusted under a lease taken
-    /// over from another holder, whose write may have landed after that check.
+    /// A lease taken over is trusted on a check made before the takeover: neither the
+    /// check before reclaiming a released record nor the re-check under the lease runs,
+    /// though the holder's write may have landed between the last check and its release.
     NoRecheckAfterTakeover,
 }
 

@@ -677,7 +677,22 @@ impl<T: ObjectStore + ?Sized> ObjectStore for CommitStore<T> {
         &self,
         locations: BoxStream<'static, Result<Path>>,
     ) -> BoxStream<'static, Result<Path>> {
-        self.inner.delete_stream(locations)
+        use futures::StreamExt;
+        // A deleted object's create lease, kept unreleased since the create, goes now, so
+        // that the path can be created again at once.
+        let (leases, prefix) = (self.leases.clone(), self.lease_prefix.clone());
+        self.inner
+            .delete_stream(locations)
+            .then(move |deleted| {
+                let (leases, prefix) = (leases.clone(), prefix.clone());
+                async move {
+                    if let Ok(path) = &deleted {
+                        leases.release_deferred(&format!("{prefix}{path}")).await;
+                    }
+                    deleted
+                }
+            })
+            .boxed()
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {
@@ -717,6 +732,17 @@ impl<T: ObjectStore + ?Sized> ObjectStore for CommitStore<T> {
     }
 
     async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {
+        self.rename_guarded(from, to, options).await?;
+        // The source is gone: its create lease, if kept, goes too.
+        let key = format!("{}{from}", self.lease_prefix);
+        self.leases.release_deferred(&key).await;
+        Ok(())
+    }
+}
+
+impl<T: ObjectStore + ?Sized> CommitStore<T> {
+    /// The rename itself, through the lease if the target must be absent.
+    async fn rename_guarded(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {
         match options.target_mode {
             RenameTargetMode::Overwrite => self.inner.rename_opts(from, to, options).await,
             RenameTargetMode::Create => {

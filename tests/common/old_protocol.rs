@@ -60,6 +60,8 @@ impl HttpService for Router {
             req.headers_mut().remove(http::header::HOST);
         }
         let is_write = std::ptr::eq(counter, &self.counters.dynamo_writes);
+        let (method, uri) = (req.method().clone(), req.uri().path().to_owned());
+        let started = std::time::Instant::now();
         let answer = match &self.slow_puts {
             Some(delays) if !to_dynamodb && req.method() == http::Method::PUT => {
                 let inner = self.inner.clone();
@@ -69,6 +71,15 @@ impl HttpService for Router {
             }
             _ => self.inner.execute(req).await,
         };
+        if std::env::var_os("DYNACOMMIT_BENCH_TRACE").is_some_and(|v| v != "0")
+            && started.elapsed() >= std::time::Duration::from_millis(100)
+        {
+            eprintln!(
+                "slow HTTP (0.12.5): {method} {uri}: {:.0} ms -> {:?}",
+                started.elapsed().as_secs_f64() * 1e3,
+                answer.as_ref().map(|r| r.status())
+            );
+        }
         if let Ok(response) = &answer {
             use std::sync::atomic::Ordering::SeqCst;
             // A DynamoDB write answered 400 is a failed condition (the only 400 these

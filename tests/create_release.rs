@@ -1,0 +1,110 @@
+//! A successful create's lease is kept unreleased (one DynamoDB write per commit) and
+//! released when the object is deleted through the store, so a re-create is immediate;
+//! a delete elsewhere leaves the re-create to wait for expiry, as with object_store
+//! 0.12.5; `release_creates_at_once` releases every create (two writes, no wait). On
+//! Tokio's paused clock, so a wait for expiry shows as a minute of virtual time, not as
+//! a slow test.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::faults::FaultyTable;
+use dynacommit::CommitStore;
+use dynacommit::lease::{LeaseManager, LeaseTable};
+use object_store::memory::InMemory;
+use object_store::path::Path;
+use object_store::{ObjectStore, ObjectStoreExt, PutMode};
+use tokio::time::Instant;
+
+/// The lease timeout x skew rate of the default settings: what a waiter sits out.
+const EXPIRY: Duration = Duration::from_secs(60);
+
+fn store(inner: Arc<dyn ObjectStore>, table: Arc<FaultyTable>, at_once: bool) -> CommitStore {
+    let mut leases = LeaseManager::new(
+        table as Arc<dyn LeaseTable>,
+        common::test_lease_config("memory"),
+    )
+    .unwrap();
+    if at_once {
+        leases = leases.release_creates_at_once();
+    }
+    CommitStore::new(inner, leases)
+}
+
+async fn create(store: &CommitStore, path: &Path) {
+    store
+        .put_opts(path, "commit".into(), PutMode::Create.into())
+        .await
+        .unwrap();
+    store.leases().settled().await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_create_writes_one_lease_and_a_delete_through_the_store_frees_the_path() {
+    let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let table = FaultyTable::new();
+    let store = store(inner, table.clone(), false);
+    let path = Path::from("lock/leader");
+
+    create(&store, &path).await;
+    let writes = table.writes();
+    assert_eq!(writes.len(), 1, "one DynamoDB write per create: {writes:?}");
+    assert!(!writes[0].1.released);
+
+    store.delete(&path).await.unwrap();
+    let writes = table.writes();
+    assert_eq!(writes.len(), 2, "{writes:?}");
+    assert!(
+        writes[1].1.released,
+        "the delete released the create's lease"
+    );
+
+    let started = Instant::now();
+    create(&store, &path).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "the re-create waited {:?}",
+        started.elapsed()
+    );
+    assert_eq!(table.writes().len(), 3);
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_delete_elsewhere_leaves_the_re_create_to_wait_for_expiry() {
+    // Two processes on one table and store: the first creates, the second deletes and
+    // creates again. The first's lease is not the second's to release, so the second
+    // waits it out, as object_store 0.12.5 always did.
+    let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let table = FaultyTable::new();
+    let first = store(inner.clone(), table.clone(), false);
+    let second = store(inner, table.clone(), false);
+    let path = Path::from("lock/leader");
+
+    create(&first, &path).await;
+    second.delete(&path).await.unwrap();
+    let started = Instant::now();
+    create(&second, &path).await;
+    assert!(started.elapsed() >= EXPIRY, "{:?}", started.elapsed());
+}
+
+#[tokio::test(start_paused = true)]
+async fn releasing_creates_at_once_costs_a_write_and_spares_every_wait() {
+    let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let table = FaultyTable::new();
+    let first = store(inner.clone(), table.clone(), true);
+    let second = store(inner, table.clone(), true);
+    let path = Path::from("lock/leader");
+
+    create(&first, &path).await;
+    assert_eq!(table.writes().len(), 2, "acquire and release");
+    second.delete(&path).await.unwrap();
+    let started = Instant::now();
+    create(&second, &path).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "{:?}",
+        started.elapsed()
+    );
+}
