@@ -54,6 +54,7 @@ async fn a_create_writes_one_lease_and_a_delete_through_the_store_frees_the_path
     assert!(!writes[0].1.released);
 
     store.delete(&path).await.unwrap();
+    store.leases().settled().await;
     let writes = table.writes();
     assert_eq!(writes.len(), 2, "{writes:?}");
     assert!(

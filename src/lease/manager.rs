@@ -69,6 +69,18 @@ struct Background {
     done: tokio::sync::Notify,
 }
 
+/// One background release in flight: counted off when dropped.
+struct InFlight(Arc<Background>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0
+            .in_flight
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        self.0.done.notify_waiters();
+    }
+}
+
 /// Leases of creates that succeeded, kept unreleased until their object is deleted (see
 /// [`LeaseManager::release_creates_at_once`]): at most [`DEFERRED_MAX`], the oldest
 /// forgotten first, each for at most the record TTL.
@@ -398,16 +410,19 @@ impl LeaseManager {
         self
     }
 
-    /// Releases the lease of the create of `path` (the lease key) that this manager kept
-    /// unreleased, if any: call once the object is deleted, so that it can be created
-    /// again at once. A no-op otherwise.
-    pub async fn release_deferred(&self, path: &str) {
+    /// Releases (in the background) the lease of the create of `path` (the lease key) that
+    /// this manager kept unreleased, if any: call once the object is deleted, so that it
+    /// can be created again at once. A no-op otherwise.
+    pub fn release_deferred(&self, path: &str) {
         let Some(deferred) = &self.deferred else {
             return;
         };
         let lease = lock_deferred(deferred).by_key.remove(path);
         if let Some(lease) = lease {
-            self.release_quietly(lease).await;
+            // Off the delete's path: a DynamoDB outage must not hold up deletes that
+            // succeeded, and a re-create that comes first sees the release on its next
+            // poll ([`settled`](Self::settled) waits for it).
+            self.release_in_background(lease);
         }
     }
 
@@ -514,8 +529,9 @@ impl LeaseManager {
     /// take the lease (waiting out other holders, re-running `check` on every poll), run
     /// `check` again if the lease was taken over from another holder, then `operation`;
     /// the re-check and the operation run while the lease is renewed and are never polled
-    /// past its [usable](Lease::usable_until) time. The lease is released once the
-    /// operation succeeded, or the precondition failed under it (nothing sent); after a
+    /// past its [usable](Lease::usable_until) time. The lease is released (in the
+    /// background) once the operation succeeded, or the precondition failed under it
+    /// (nothing sent); after a
     /// failed operation it is kept until it expires, since an earlier attempt of a retried
     /// request may still land.
     ///
@@ -525,8 +541,49 @@ impl LeaseManager {
         &self,
         path: &str,
         etag: &str,
+        check: C,
+        operation: W,
+    ) -> Result<T, GuardError<E>>
+    where
+        C: FnMut() -> CF,
+        CF: Future<Output = Result<(), E>>,
+        W: FnOnce() -> WF,
+        WF: Future<Output = Result<T, E>>,
+    {
+        self.guard(path, etag, check, operation, false).await
+    }
+
+    /// [`run_guarded`](Self::run_guarded) for a create (etag `*`) by a caller that calls
+    /// [`release_deferred`](Self::release_deferred) when it deletes the object: once the
+    /// create succeeded, its lease is kept unreleased (unless
+    /// [`release_creates_at_once`](Self::release_creates_at_once)), saving the release's
+    /// DynamoDB write. `CommitStore` uses it for creates, copies and renames that must not
+    /// overwrite.
+    pub(crate) async fn run_guarded_create<T, E, C, CF, W, WF>(
+        &self,
+        path: &str,
+        check: C,
+        operation: W,
+    ) -> Result<T, GuardError<E>>
+    where
+        C: FnMut() -> CF,
+        CF: Future<Output = Result<(), E>>,
+        W: FnOnce() -> WF,
+        WF: Future<Output = Result<T, E>>,
+    {
+        self.guard(path, super::CREATE_ETAG, check, operation, true)
+            .await
+    }
+
+    /// The protocol of [`run_guarded`](Self::run_guarded); `keep_on_success` keeps a
+    /// successful create's lease for [`release_deferred`](Self::release_deferred).
+    async fn guard<T, E, C, CF, W, WF>(
+        &self,
+        path: &str,
+        etag: &str,
         mut check: C,
         operation: W,
+        keep_on_success: bool,
     ) -> Result<T, GuardError<E>>
     where
         C: FnMut() -> CF,
@@ -589,7 +646,7 @@ impl LeaseManager {
         match self.run_while_held(&mut lease, guarded).await {
             Ok(Ok(out)) => {
                 match &self.deferred {
-                    Some(deferred) if lease.etag == super::CREATE_ETAG => {
+                    Some(deferred) if keep_on_success => {
                         let now = self.clock.now();
                         lock_deferred(deferred).keep(lease, now, self.config.ttl);
                     }
@@ -700,9 +757,14 @@ impl LeaseManager {
                     let (checked, attempt) =
                         futures::future::join(first, self.try_put(&lease, generation, &expect))
                             .await;
+                    // A failed check: the PutItem was wasted, and the next calls check
+                    // first.
                     if checked.is_err() {
-                        self.contended
-                            .store(4, std::sync::atomic::Ordering::Relaxed);
+                        let _ = self.contended.fetch_update(
+                            std::sync::atomic::Ordering::Relaxed,
+                            std::sync::atomic::Ordering::Relaxed,
+                            |c| Some((c + 4).min(16)),
+                        );
                     }
                     if let Err(e) = checked {
                         // Nothing is to be written: a lease the attempt won goes at once.
@@ -1210,19 +1272,20 @@ impl LeaseManager {
         if let Ok(runtime) = tokio::runtime::Handle::try_current() {
             let manager = self.clone();
             self.background.in_flight.fetch_add(1, Ordering::SeqCst);
+            // Counted off by a guard, so a task cancelled at runtime shutdown still counts.
+            let guard = InFlight(self.background.clone());
             runtime.spawn(async move {
+                let _guard = guard;
                 manager.release_quietly(lease).await;
-                let background = &manager.background;
-                background.in_flight.fetch_sub(1, Ordering::SeqCst);
-                background.done.notify_waiters();
             });
         }
     }
 
     /// Waits until every release this manager (or a clone) sent in the background has
-    /// been answered: before a process exits (so the next writer need not wait for
-    /// expiry), and in benchmarks, so that one target's background work does not weigh on
-    /// the next one's timing.
+    /// been answered: before a process exits (so the next writer of a path whose
+    /// operation just finished, or whose object was just deleted, need not wait for
+    /// expiry), and in benchmarks, so that one target's background work does not weigh
+    /// on the next one's timing.
     ///
     /// ```
     /// # async fn run(leases: dynacommit::lease::LeaseManager) {

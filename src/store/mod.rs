@@ -333,10 +333,20 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
         W: FnOnce() -> WF,
         WF: Future<Output = Result<R>>,
     {
+        use futures::FutureExt;
         let span = tracing::debug_span!("conditional_write", %path, etag);
         let key = format!("{}{path}", self.lease_prefix);
-        self.leases
-            .run_guarded(&key, etag, check, write)
+        let guarded = if etag == CREATE_ETAG {
+            // Kept unreleased once done: a delete through this store releases it.
+            self.leases
+                .run_guarded_create(&key, check, write)
+                .left_future()
+        } else {
+            self.leases
+                .run_guarded(&key, etag, check, write)
+                .right_future()
+        };
+        guarded
             .instrument(span)
             .await
             .map_err(|e| match e {
@@ -678,18 +688,14 @@ impl<T: ObjectStore + ?Sized> ObjectStore for CommitStore<T> {
         locations: BoxStream<'static, Result<Path>>,
     ) -> BoxStream<'static, Result<Path>> {
         use futures::StreamExt;
-        // A deleted object's create lease, kept unreleased since the create, goes now, so
-        // that the path can be created again at once.
+        // A deleted object's create lease, kept unreleased since the create, goes now (in
+        // the background), so that the path can be created again at once.
         let (leases, prefix) = (self.leases.clone(), self.lease_prefix.clone());
         self.inner
             .delete_stream(locations)
-            .then(move |deleted| {
-                let (leases, prefix) = (leases.clone(), prefix.clone());
-                async move {
-                    if let Ok(path) = &deleted {
-                        leases.release_deferred(&format!("{prefix}{path}")).await;
-                    }
-                    deleted
+            .inspect(move |deleted| {
+                if let Ok(path) = deleted {
+                    leases.release_deferred(&format!("{prefix}{path}"));
                 }
             })
             .boxed()
@@ -735,7 +741,7 @@ impl<T: ObjectStore + ?Sized> ObjectStore for CommitStore<T> {
         self.rename_guarded(from, to, options).await?;
         // The source is gone: its create lease, if kept, goes too.
         let key = format!("{}{from}", self.lease_prefix);
-        self.leases.release_deferred(&key).await;
+        self.leases.release_deferred(&key);
         Ok(())
     }
 }
