@@ -132,6 +132,10 @@ impl Counters {
 pub static BOUNDED_RETRIES: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(false);
 
+/// The request timeout of every S3 client the benchmarks build (with
+/// [`BOUNDED_RETRIES`]).
+pub const BENCH_REQUEST_TIMEOUT: Duration = Duration::from_secs(1);
+
 /// The bounded retry settings, for an object_store crate's `RetryConfig` fields.
 pub fn bounded_retries() -> Option<(usize, Duration, Duration)> {
     BOUNDED_RETRIES

@@ -157,15 +157,21 @@ pub fn store_via(
             slow_puts,
         });
     let builder = match super::bounded_retries() {
-        Some((max_retries, init_backoff, max_backoff)) => builder.with_retry(old::RetryConfig {
-            max_retries,
-            backoff: old::BackoffConfig {
-                init_backoff,
-                max_backoff,
-                base: 2.0,
-            },
-            ..Default::default()
-        }),
+        Some((max_retries, init_backoff, max_backoff)) => builder
+            .with_retry(old::RetryConfig {
+                max_retries,
+                backoff: old::BackoffConfig {
+                    init_backoff,
+                    max_backoff,
+                    base: 2.0,
+                },
+                ..Default::default()
+            })
+            .with_client_options(
+                ClientOptions::new()
+                    .with_allow_http(true)
+                    .with_timeout(super::BENCH_REQUEST_TIMEOUT),
+            ),
         None => builder,
     };
     builder.build().unwrap()

@@ -95,6 +95,13 @@ impl S3Server {
                 },
                 ..Default::default()
             });
+            // A read s3rver tears can stall until its 5 s keep-alive timeout closes the
+            // socket: give up on any request after a second and retry, alike for all.
+            builder = builder.with_client_options(
+                object_store::ClientOptions::new()
+                    .with_allow_http(true)
+                    .with_timeout(super::BENCH_REQUEST_TIMEOUT),
+            );
         }
         builder.build().unwrap()
     }

@@ -82,6 +82,14 @@ fn state(r: &LeaseRecord, now_ms: i64) -> String {
         format!("released {} ago", age(since_write))
     } else if since_write <= timeout {
         format!("held, renewed {} ago", age(since_write))
+    } else if r.etag == dynacommit::lease::CREATE_ETAG {
+        // Creates keep their lease once done, until their object is deleted.
+        format!(
+            "expired: last written {} ago (lease {}): a finished create, or its holder is \
+             gone or cut off",
+            age(since_write),
+            age(timeout)
+        )
     } else {
         format!(
             "expired: last written {} ago (lease {}): its holder is gone or cut off",
