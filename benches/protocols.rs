@@ -49,6 +49,8 @@ struct Sizes {
     race: (usize, usize, usize),
     /// The log race (scenario 6): writers, commits each, rounds.
     log_race: (usize, usize, usize),
+    /// The scale scenario (7): logs, writers per log, commits each.
+    scale: (usize, usize, usize),
 }
 
 impl Sizes {
@@ -62,6 +64,7 @@ impl Sizes {
         short_timeout_ms: 1_000,
         race: (5, 10, 5),
         log_race: (16, 20, 3),
+        scale: (16, 4, 10),
     };
 
     /// A smoke run (`DYNACOMMIT_BENCH_SMOKE=1`, as `scripts/test.sh` runs it): every
@@ -75,6 +78,7 @@ impl Sizes {
         short_timeout_ms: 300,
         race: (3, 2, 1),
         log_race: (3, 2, 1),
+        scale: (2, 2, 2),
     };
 
     fn from_env() -> Self {
@@ -521,6 +525,7 @@ async fn run_server(server: S3Server, label: &str, sizes: Sizes) {
         short_timeout_ms,
         race: (workers, increments, rounds),
         log_race: (log_writers, log_commits, log_rounds),
+        scale: (logs, per_log, scale_commits),
     } = sizes;
     println!("\n## {label}\n");
     let cs = contenders(server, 20_000).await;
@@ -737,6 +742,71 @@ async fn run_server(server: S3Server, label: &str, sizes: Sizes) {
         }
     }
 
+    if wanted(7) {
+        println!(
+            "\n### 7. Scale: {} writers over {logs} logs ({per_log} per log) x {scale_commits} commits each, one lease table (each target alone, in turn)\n",
+            logs * per_log
+        );
+        println!(
+            "| target | commits/s | DynamoDB requests/commit | CPU ms/commit (user+sys) | peak RSS MiB during the run |"
+        );
+        println!("|---|---|---|---|---|");
+        for c in cs
+            .iter()
+            .filter(|c| c.name == "dynacommit" || c.name == "object_store 0.12.5")
+        {
+            let before = counts(c);
+            let cpu_before = cpu_time();
+            let peak = Arc::new(std::sync::atomic::AtomicU64::new(rss_bytes()));
+            let sampler = {
+                let peak = peak.clone();
+                tokio::spawn(async move {
+                    loop {
+                        peak.fetch_max(rss_bytes(), Ordering::Relaxed);
+                        tokio::time::sleep(Duration::from_millis(20)).await;
+                    }
+                })
+            };
+            let started = tokio::time::Instant::now();
+            let races =
+                (0..logs).map(|log| {
+                    let prefix = base
+                        .clone()
+                        .join(c.name.replace(' ', "_"))
+                        .join(format!("SCALE-{log}"));
+                    let writers = vec![c.writer.clone(); per_log];
+                    let reader = c.reader.clone();
+                    async move {
+                        dynacommit::race::run(writers, reader, &prefix, scale_commits, None).await
+                    }
+                });
+            let reports = futures::future::join_all(races).await;
+            let wall = started.elapsed();
+            c.target.settled().await;
+            sampler.abort();
+            let cpu = cpu_time() - cpu_before;
+            let mut committed = 0;
+            for report in reports {
+                let report = report.unwrap();
+                assert!(report.is_clean(), "{}: {report:?}", c.name);
+                committed += report.committed;
+            }
+            let [_, w, _, r, _] = since(before, counts(c));
+            let n = committed as f64;
+            println!(
+                "| {} | {:.1} | {:.2} | {:.3} | {:.1} |",
+                c.name,
+                n / wall.as_secs_f64(),
+                (w + r) as f64 / n,
+                cpu.as_secs_f64() * 1e3 / n,
+                peak.load(Ordering::Relaxed) as f64 / (1 << 20) as f64
+            );
+        }
+        println!(
+            "\n(CPU and RSS are the benchmark process's, which runs the writers only: the servers are other processes.)"
+        );
+    }
+
     if wanted(4) {
         println!("\n### 4. Copy-if-not-exists ({copies} fresh targets, the order rotated)\n");
         println!("| target | p50 ms | p99 ms |");
@@ -801,6 +871,32 @@ async fn run_server(server: S3Server, label: &str, sizes: Sizes) {
         }
         ratios(&cs, &results);
     }
+}
+
+/// User plus system CPU time of this process so far.
+fn cpu_time() -> Duration {
+    // SAFETY: `usage` is a valid, writable rusage for the call to fill.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return Duration::ZERO;
+    }
+    let tv = |t: libc::timeval| {
+        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
+    };
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// This process's resident set now, from /proc (0 where there is none).
+fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
 }
 
 /// Each contender's target with its path.

@@ -167,11 +167,14 @@ pub fn store_via(
                 },
                 ..Default::default()
             })
-            .with_client_options(
-                ClientOptions::new()
-                    .with_allow_http(true)
-                    .with_timeout(super::BENCH_REQUEST_TIMEOUT),
-            ),
+            .with_client_options(ClientOptions::new().with_allow_http(true).with_timeout(
+                // As the other targets' (`super::s3`): on s3rver only.
+                if matches!(server, S3Server::S3rver) {
+                    super::BENCH_REQUEST_TIMEOUT
+                } else {
+                    std::time::Duration::from_secs(30)
+                },
+            )),
         None => builder,
     };
     builder.build().unwrap()

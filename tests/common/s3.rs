@@ -95,8 +95,12 @@ impl S3Server {
                 },
                 ..Default::default()
             });
+        }
+        if super::bounded_retries().is_some() && matches!(self, Self::S3rver) {
             // A read s3rver tears can stall until its 5 s keep-alive timeout closes the
             // socket: give up on any request after a second and retry, alike for all.
+            // (Not on SeaweedFS, which holds a losing conditional PUT a second or more
+            // before refusing it, and a conditional PUT is not retried.)
             builder = builder.with_client_options(
                 object_store::ClientOptions::new()
                     .with_allow_http(true)
