@@ -47,7 +47,7 @@ pub struct CommitTarget(pub Arc<crate::CommitStore>);
 #[async_trait]
 impl Target for CommitTarget {
     async fn create(&self, path: &Path, body: Bytes) -> Result<bool, String> {
-        crate::race::create_if_absent(&*self.0, path, body).await
+        self.store().create(path, body).await
     }
     async fn update(&self, path: &Path, body: Bytes, etag: &str) -> Result<bool, String> {
         self.store().update(path, body, etag).await

@@ -71,11 +71,7 @@ async fn probe_leftovers(store: &dyn ObjectStore) -> usize {
 #[tokio::test]
 async fn the_probe_finds_what_each_store_enforces_and_leaves_nothing() {
     let seaweed = seaweedfs_with_conditions().await;
-    let s3rver: Arc<dyn ObjectStore> = Arc::new(
-        S3Server::S3rver
-            .fresh_store(S3ConditionalPut::ETagMatch)
-            .await,
-    );
+    let s3rver = s3rver().await;
     let disabled: Arc<dyn ObjectStore> = Arc::new(
         S3Server::SeaweedFs
             .fresh_store(S3ConditionalPut::Disabled)
@@ -103,47 +99,43 @@ async fn the_probe_finds_what_each_store_enforces_and_leaves_nothing() {
     }
 }
 
-fn writers(store: Arc<dyn ObjectStore>, n: usize) -> Vec<Arc<dyn LogWriter>> {
-    (0..n)
+/// The log race, 8 writers x 5 commits, through a store over `inner` in `conditions`
+/// mode; with the lease table it wrote to.
+async fn race_over(
+    inner: Arc<dyn ObjectStore>,
+    conditions: Conditions,
+) -> (race::RaceReport, Arc<FaultyTable>) {
+    let (store, table) = over(inner.clone(), conditions).await;
+    let store: Arc<dyn ObjectStore> = Arc::new(store);
+    let writers: Vec<Arc<dyn LogWriter>> = (0..8)
         .map(|_| Arc::new(StoreWriter(store.clone())) as Arc<dyn LogWriter>)
-        .collect()
+        .collect();
+    let report = race::run(writers, inner, &Path::from("_log"), 5, None)
+        .await
+        .unwrap();
+    (report, table)
+}
+
+/// A fresh s3rver bucket (which ignores conditions), the client sending them.
+async fn s3rver() -> Arc<dyn ObjectStore> {
+    Arc::new(
+        S3Server::S3rver
+            .fresh_store(S3ConditionalPut::ETagMatch)
+            .await,
+    )
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn auto_goes_native_where_the_store_enforces_and_leases_where_it_does_not() {
     // SeaweedFS enforces every condition: the race runs on them alone, no lease written.
-    let inner = seaweedfs_with_conditions().await;
-    let (store, table) = over(inner.clone(), Conditions::Auto).await;
-    let report = race::run(
-        writers(Arc::new(store), 8),
-        inner,
-        &Path::from("_log"),
-        5,
-        None,
-    )
-    .await
-    .unwrap();
+    let (report, table) = race_over(seaweedfs_with_conditions().await, Conditions::Auto).await;
     assert!(report.is_clean(), "{report:?}");
     assert_eq!(report.versions, 40);
     assert!(report.conflicts > 0, "8 writers never collided: {report:?}");
     assert!(table.writes().is_empty(), "auto wrote leases on SeaweedFS");
 
     // s3rver enforces nothing: auto falls back to leases, and the race stays clean.
-    let inner: Arc<dyn ObjectStore> = Arc::new(
-        S3Server::S3rver
-            .fresh_store(S3ConditionalPut::ETagMatch)
-            .await,
-    );
-    let (store, table) = over(inner.clone(), Conditions::Auto).await;
-    let report = race::run(
-        writers(Arc::new(store), 8),
-        inner,
-        &Path::from("_log"),
-        5,
-        None,
-    )
-    .await
-    .unwrap();
+    let (report, table) = race_over(s3rver().await, Conditions::Auto).await;
     assert!(report.is_clean(), "{report:?}");
     assert_eq!(report.versions, 40);
     assert!(table.writes().len() >= 40, "auto took no leases on s3rver");
@@ -153,40 +145,29 @@ async fn auto_goes_native_where_the_store_enforces_and_leases_where_it_does_not(
 async fn native_on_a_store_that_ignores_conditions_loses_commits() {
     // The protection off, by configuration: `native` trusts s3rver, which ignores
     // If-None-Match, so writers of one version all "win" it.
-    let inner: Arc<dyn ObjectStore> = Arc::new(
-        S3Server::S3rver
-            .fresh_store(S3ConditionalPut::ETagMatch)
-            .await,
-    );
-    let (store, table) = over(inner.clone(), Conditions::Native).await;
-    let report = race::run(
-        writers(Arc::new(store), 8),
-        inner,
-        &Path::from("_log"),
-        5,
-        None,
-    )
-    .await
-    .unwrap();
+    let (report, table) = race_over(s3rver().await, Conditions::Native).await;
     assert!(!report.is_clean(), "{report:?}");
     assert!(table.writes().is_empty());
 }
 
-/// A store over a local directory whose next put is preceded by a plain write of
-/// `armed`'s body, in `auto` mode: the local file system enforces create-if-absent but not
-/// update-if-ETag, so `auto` takes leases, and its creates under them carry
+/// A store in `conditions` mode over a local directory whose next put is preceded by a
+/// plain write of `armed`'s body. The local file system enforces create-if-absent but not
+/// update-if-ETag, so `auto` takes leases there, and its creates under them carry
 /// `If-None-Match`.
 async fn with_a_write_before_the_put(
     armed: Arc<Mutex<Option<Bytes>>>,
+    conditions: Conditions,
 ) -> (CommitStore, Arc<dyn ObjectStore>, tempfile::TempDir) {
     let dir = tempfile::tempdir().unwrap();
     let local: Arc<dyn ObjectStore> =
         Arc::new(object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap());
     let inner = Arc::new(ScriptedStore::writing_before_next_put(local.clone(), armed));
-    let (store, table) = over(inner, Conditions::Auto).await;
-    let enforced = store.enforced().await.unwrap();
-    assert!(enforced.create && !enforced.update, "{enforced}");
-    assert!(table.writes().is_empty());
+    let (store, table) = over(inner, conditions).await;
+    if conditions == Conditions::Auto {
+        let enforced = store.enforced().await.unwrap();
+        assert!(enforced.create && !enforced.update, "{enforced}");
+        assert!(table.writes().is_empty());
+    }
     (store, local, dir)
 }
 
@@ -197,7 +178,7 @@ async fn a_create_under_a_lease_carries_its_condition() {
     // and the refusal is not an `AlreadyExists` (which a caller would take for a rival's
     // version and commit the same change again under another).
     let armed = Arc::new(Mutex::new(None));
-    let (store, local, _dir) = with_a_write_before_the_put(armed.clone()).await;
+    let (store, local, _dir) = with_a_write_before_the_put(armed.clone(), Conditions::Auto).await;
     let path = Path::from("log/0.json");
     *armed.lock().unwrap() = Some(Bytes::from_static(b"outsider"));
     let refused = store
@@ -220,7 +201,7 @@ async fn a_refusal_of_our_own_earlier_attempt_is_a_success() {
     // to ours from a writer outside the protocol would pass as ours too:
     // docs/protocol.md says so.)
     let armed = Arc::new(Mutex::new(None));
-    let (store, local, _dir) = with_a_write_before_the_put(armed.clone()).await;
+    let (store, local, _dir) = with_a_write_before_the_put(armed.clone(), Conditions::Auto).await;
     let path = Path::from("log/0.json");
     *armed.lock().unwrap() = Some(Bytes::from_static(b"ours"));
     let written = store
@@ -237,14 +218,7 @@ async fn in_lease_mode_the_write_under_the_lease_is_plain() {
     // Without a probe nothing is known of how the store answers the headers, so the
     // default mode writes plainly, as 0.12.5 does: the outsider's object is overwritten.
     let armed = Arc::new(Mutex::new(None));
-    let dir = tempfile::tempdir().unwrap();
-    let local: Arc<dyn ObjectStore> =
-        Arc::new(object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap());
-    let inner = Arc::new(ScriptedStore::writing_before_next_put(
-        local.clone(),
-        armed.clone(),
-    ));
-    let (store, _) = over(inner, Conditions::Lease).await;
+    let (store, local, _dir) = with_a_write_before_the_put(armed.clone(), Conditions::Lease).await;
     let path = Path::from("log/0.json");
     *armed.lock().unwrap() = Some(Bytes::from_static(b"outsider"));
     store

@@ -599,15 +599,7 @@ impl LeaseManager {
         // PutItem for nothing) it goes first instead.
         let first_check = if self.contended.load(Ordering::Relaxed) > 0 {
             let checked = check().await;
-            let _ = self
-                .contended
-                .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
-                    Some(if checked.is_ok() {
-                        c.saturating_sub(1)
-                    } else {
-                        (c + 4).min(16)
-                    })
-                });
+            self.note_first_check(checked.is_ok());
             checked.map_err(GuardError::Check)?;
             None
         } else {
@@ -720,6 +712,21 @@ impl LeaseManager {
             .await
     }
 
+    /// Counts a first check's outcome in the contention counter (see its field): +4 for a
+    /// failure, at most 16; -1 for a pass.
+    fn note_first_check(&self, passed: bool) {
+        use std::sync::atomic::Ordering;
+        let _ = self
+            .contended
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
+                Some(if passed {
+                    c.saturating_sub(1)
+                } else {
+                    (c + 4).min(16)
+                })
+            });
+    }
+
     /// Takes `lease`, running `first_check` (if any) beside the first attempt.
     ///
     /// Why the first check's answer may be trusted when that attempt wins: it wrote a
@@ -758,13 +765,9 @@ impl LeaseManager {
                         futures::future::join(first, self.try_put(&lease, generation, &expect))
                             .await;
                     // A failed check: the PutItem was wasted, and the next calls check
-                    // first.
+                    // first. (A pass here leaves the count alone: it is already zero.)
                     if checked.is_err() {
-                        let _ = self.contended.fetch_update(
-                            std::sync::atomic::Ordering::Relaxed,
-                            std::sync::atomic::Ordering::Relaxed,
-                            |c| Some((c + 4).min(16)),
-                        );
+                        self.note_first_check(false);
                     }
                     if let Err(e) = checked {
                         // Nothing is to be written: a lease the attempt won goes at once.

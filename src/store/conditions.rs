@@ -13,9 +13,9 @@
 pub enum Conditions {
     /// Every conditional write takes a lease (the protocol of `docs/protocol.md`). The
     /// default, and the only mode that is safe while object_store 0.12.5 writers (whose
-    /// data writes are plain PUTs) share the paths. The data write under the lease carries
-    /// the condition too, unless the inner store refuses conditions outright, so a writer
-    /// outside the protocol cannot overwrite a commit on a store that enforces them.
+    /// data writes are plain PUTs) share the paths. The data write under the lease is
+    /// plain, as 0.12.5's: without a probe nothing is known of how the store answers the
+    /// condition headers.
     #[default]
     Lease,
     /// Conditional writes go straight to the inner store, which must enforce them

@@ -335,7 +335,7 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
     {
         use futures::FutureExt;
         let span = tracing::debug_span!("conditional_write", %path, etag);
-        let key = format!("{}{path}", self.lease_prefix);
+        let key = lease_key(&self.lease_prefix, path);
         let guarded = if etag == CREATE_ETAG {
             // Kept unreleased once done: a delete through this store releases it.
             self.leases
@@ -502,6 +502,11 @@ impl From<crate::store::FromOptionsError> for $os::Error {
             source: Box::new(e),
         }
     }
+}
+
+/// The lease table's key for `path`: the store's prefix, then the path.
+fn lease_key(prefix: &str, path: &Path) -> String {
+    format!("{prefix}{path}")
 }
 
 /// Whether a failed write of a [`CommitStore`] may nonetheless have been applied: `true`
@@ -695,7 +700,7 @@ impl<T: ObjectStore + ?Sized> ObjectStore for CommitStore<T> {
             .delete_stream(locations)
             .inspect(move |deleted| {
                 if let Ok(path) = deleted {
-                    leases.release_deferred(&format!("{prefix}{path}"));
+                    leases.release_deferred(&lease_key(&prefix, path));
                 }
             })
             .boxed()
@@ -740,8 +745,8 @@ impl<T: ObjectStore + ?Sized> ObjectStore for CommitStore<T> {
     async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {
         self.rename_guarded(from, to, options).await?;
         // The source is gone: its create lease, if kept, goes too.
-        let key = format!("{}{from}", self.lease_prefix);
-        self.leases.release_deferred(&key);
+        self.leases
+            .release_deferred(&lease_key(&self.lease_prefix, from));
         Ok(())
     }
 }
