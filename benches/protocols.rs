@@ -318,8 +318,11 @@ impl Target for Timed {
 struct Contender {
     name: &'static str,
     target: Box<dyn Target>,
-    /// The same store as a writer of the log race.
-    writer: Arc<dyn LogWriter>,
+    /// A writer of the log races (6, 7) as a process of its own would be: dynacommit's
+    /// each with a lease manager of its own, over the same counted store and table (a
+    /// manager adapts to what its own writes meet); the others share the target's store,
+    /// having no such state.
+    new_writer: Box<dyn Fn() -> Arc<dyn LogWriter>>,
     /// A plain store on the same bucket, uncounted, for checking a race's outcome.
     reader: Arc<dyn ObjectStore>,
     counters: Arc<Counters>,
@@ -355,17 +358,28 @@ async fn dynacommit(
     let counters = Arc::new(Counters::default());
     let inner: Arc<dyn ObjectStore> = Arc::new(ScriptedStore::counting(inner, counters.clone()));
     let (table, config) = lease_table(counters.clone(), timeout_ms).await;
-    let store = Arc::new(
-        CommitStore::new(inner, LeaseManager::new(table, config).unwrap())
+    let commit_store = move || {
+        Arc::new(
+            CommitStore::new(
+                inner.clone(),
+                LeaseManager::new(table.clone(), config.clone()).unwrap(),
+            )
             .with_conditions(conditions),
-    );
-    if conditions == Conditions::Auto {
+        )
+    };
+    let store = commit_store();
+    let new_writer: Box<dyn Fn() -> Arc<dyn LogWriter>> = if conditions == Conditions::Auto {
+        // Native writes keep no state; one probe serves every writer.
         eprintln!("{name}: {}", store.enforced().await.unwrap());
-    }
+        let store = store.clone();
+        Box::new(move || store.clone() as Arc<dyn LogWriter>)
+    } else {
+        Box::new(move || commit_store() as Arc<dyn LogWriter>)
+    };
     Contender {
         name,
-        target: Box::new(CommitTarget(store.clone())),
-        writer: Arc::new(StoreWriter(store)),
+        target: Box::new(CommitTarget(store)),
+        new_writer,
         reader,
         counters,
         slow: Arc::default(),
@@ -408,7 +422,10 @@ async fn contenders(server: S3Server, timeout_ms: u64) -> Vec<Contender> {
     out.push(Contender {
         name: "object_store 0.12.5",
         target: Box::new(OldTarget(store.clone())),
-        writer: Arc::new(OldWriter(store)),
+        new_writer: {
+            let writer: Arc<dyn LogWriter> = Arc::new(OldWriter(store));
+            Box::new(move || writer.clone())
+        },
         reader: reader.clone(),
         counters,
         slow: Arc::default(),
@@ -441,7 +458,10 @@ async fn contenders(server: S3Server, timeout_ms: u64) -> Vec<Contender> {
         out.push(Contender {
             name: "native conditional PUT",
             target: Box::new(StoreTarget(store.clone())),
-            writer: Arc::new(StoreWriter(store)),
+            new_writer: {
+                let writer: Arc<dyn LogWriter> = Arc::new(StoreWriter(store));
+                Box::new(move || writer.clone())
+            },
             reader: reader.clone(),
             counters,
             slow: Arc::default(),
@@ -466,6 +486,13 @@ async fn contenders(server: S3Server, timeout_ms: u64) -> Vec<Contender> {
             ..c
         })
         .collect()
+}
+
+/// Waits for every writer's background work.
+async fn settle(writers: &[Arc<dyn LogWriter>]) {
+    for writer in writers {
+        writer.settled().await;
+    }
 }
 
 fn ms(d: Duration) -> String {
@@ -696,12 +723,17 @@ async fn run_server(server: S3Server, label: &str, sizes: Sizes) {
                     .clone()
                     .join(c.name.replace(' ', "_"))
                     .join(format!("LOG-{round}"));
-                let writers = vec![c.writer.clone(); log_writers];
-                let report =
-                    dynacommit::race::run(writers, c.reader.clone(), &prefix, log_commits, None)
-                        .await
-                        .unwrap();
-                c.target.settled().await;
+                let writers: Vec<_> = (0..log_writers).map(|_| (c.new_writer)()).collect();
+                let report = dynacommit::race::run(
+                    writers.clone(),
+                    c.reader.clone(),
+                    &prefix,
+                    log_commits,
+                    None,
+                )
+                .await
+                .unwrap();
+                settle(&writers).await;
                 assert!(
                     report.is_clean(),
                     "{}: the log race lost commits: {report:?}",
@@ -768,25 +800,34 @@ async fn run_server(server: S3Server, label: &str, sizes: Sizes) {
                 })
             };
             let started = tokio::time::Instant::now();
-            let races =
-                (0..logs).map(|log| {
-                    let prefix = base
-                        .clone()
-                        .join(c.name.replace(' ', "_"))
-                        .join(format!("SCALE-{log}"));
-                    let writers = vec![c.writer.clone(); per_log];
-                    let reader = c.reader.clone();
-                    async move {
-                        dynacommit::race::run(writers, reader, &prefix, scale_commits, None).await
-                    }
-                });
+            let races = (0..logs).map(|log| {
+                let prefix = base
+                    .clone()
+                    .join(c.name.replace(' ', "_"))
+                    .join(format!("SCALE-{log}"));
+                let writers: Vec<_> = (0..per_log).map(|_| (c.new_writer)()).collect();
+                let reader = c.reader.clone();
+                async move {
+                    let report = dynacommit::race::run(
+                        writers.clone(),
+                        reader,
+                        &prefix,
+                        scale_commits,
+                        None,
+                    )
+                    .await;
+                    (report, writers)
+                }
+            });
             let reports = futures::future::join_all(races).await;
             let wall = started.elapsed();
-            c.target.settled().await;
+            for (_, writers) in &reports {
+                settle(writers).await;
+            }
             sampler.abort();
             let cpu = cpu_time() - cpu_before;
             let mut committed = 0;
-            for report in reports {
+            for (report, _) in reports {
                 let report = report.unwrap();
                 assert!(report.is_clean(), "{}: {report:?}", c.name);
                 committed += report.committed;

@@ -33,6 +33,22 @@ pub trait LogWriter: Send + Sync {
     /// Creates `path` with `body` unless an object is there: `Ok(true)` if this call
     /// wrote it, `Ok(false)` if one already existed.
     async fn create(&self, path: &Path, body: Bytes) -> Result<bool, String>;
+
+    /// Waits for the writer's background work (a [`CommitStore`](crate::CommitStore)'s
+    /// lease releases) to finish, so that a count of requests taken next is whole.
+    async fn settled(&self) {}
+}
+
+/// A [`CommitStore`](crate::CommitStore) writes the log itself, and settles its leases.
+#[async_trait]
+impl LogWriter for crate::CommitStore {
+    async fn create(&self, path: &Path, body: Bytes) -> Result<bool, String> {
+        create_if_absent(self, path, body).await
+    }
+
+    async fn settled(&self) {
+        self.leases().settled().await;
+    }
 }
 
 /// A [`LogWriter`] over any `ObjectStore`, creating with [`PutMode::Create`].

@@ -39,6 +39,17 @@ pub trait Clock: Debug + Send + Sync + 'static {
     fn sleep(&self, duration: Duration) -> BoxFuture<'static, ()> {
         self.sleep_until(self.now() + duration)
     }
+
+    /// A random duration below `bound` (zero for a zero bound), for a pause that spreads
+    /// writers apart. Random by default; a simulation draws it from its seed, so that the
+    /// seed replays the run.
+    fn random_pause(&self, bound: Duration) -> Duration {
+        let nanos = u64::try_from(bound.as_nanos()).unwrap_or(u64::MAX);
+        if nanos == 0 {
+            return Duration::ZERO;
+        }
+        Duration::from_nanos(rand::random::<u64>() % nanos)
+    }
 }
 
 /// The machine's clocks: Tokio's monotonic time (so tests on a paused runtime control it)

@@ -52,14 +52,29 @@ pub struct LeaseManager {
     process: Arc<str>,
     /// Releases sent in the background and not yet answered (see [`LeaseManager::settled`]).
     background: Arc<Background>,
-    /// How often, lately, a check sent beside the first PutItem failed (the object was
-    /// already there): each failure wasted a DynamoDB write, so while this is above zero
-    /// the check goes first, as in object_store 0.12.5. Raised by 4 per failure (at most
-    /// 16), lowered by 1 per check that passes.
+    /// How often, lately, a first check failed (the object was already there): each
+    /// failure beside a PutItem wasted a DynamoDB write, so while this is above zero the
+    /// check goes first, with a read of the lease record beside it (see `guard`). Raised
+    /// by 4 per failure (at most 16), lowered by 1 per check that passes.
     contended: Arc<std::sync::atomic::AtomicU32>,
+    /// How long this manager's guarded operations hold their lease, in microseconds: a
+    /// moving average (zero until the first). A waiter on a commit in progress looks
+    /// first after about this long, when the holder's outcome is likely known.
+    hold_micros: Arc<std::sync::atomic::AtomicU64>,
+    /// Losses in a row to another writer's operation (a check that failed while waiting
+    /// on its lease), since this manager's last success; and whether the next guarded
+    /// operation owes a pause for the last of them (see `back_off`).
+    losses: Arc<Losses>,
     /// Finished creates' leases awaiting their object's deletion, unless `None` (released
     /// at once).
     deferred: Option<Arc<Mutex<Deferred>>>,
+}
+
+/// See [`LeaseManager`]'s `losses`.
+#[derive(Debug, Default)]
+struct Losses {
+    in_a_row: std::sync::atomic::AtomicU32,
+    owed: std::sync::atomic::AtomicBool,
 }
 
 /// Background releases in flight, and a way to wait for none.
@@ -332,6 +347,17 @@ enum Turn {
     Ours(LeaseRecord),
 }
 
+/// How an acquisition starts.
+enum Start<Fut> {
+    /// With a PutItem.
+    Attempt,
+    /// With a PutItem, this check of the caller's sent beside it.
+    Beside(Fut),
+    /// With the record as read just now (the caller's check passed): waiting for it if
+    /// there is one, without a PutItem bound to be refused; a PutItem otherwise.
+    Seen(Option<LeaseRecord>),
+}
+
 /// The answer to one acquisition attempt.
 enum Attempt {
     /// Written by this attempt, answered directly.
@@ -371,6 +397,8 @@ impl LeaseManager {
             process: this_process().into(),
             background: Arc::default(),
             contended: Arc::default(),
+            hold_micros: Arc::default(),
+            losses: Arc::default(),
             deferred: Some(Arc::default()),
         })
     }
@@ -592,21 +620,31 @@ impl LeaseManager {
         WF: Future<Output = Result<T, E>>,
     {
         use std::sync::atomic::Ordering;
+        self.back_off().await;
         let checked_at = self.clock.now();
         // The first check goes out beside the first acquisition attempt (two round trips on
         // the critical path, not three). Its answer still holds under a lease won fresh:
         // see `acquire_lease`. Under contention (checks failing lately, each having cost a
-        // PutItem for nothing) it goes first instead.
-        let first_check = if self.contended.load(Ordering::Relaxed) > 0 {
-            let checked = check().await;
+        // PutItem for nothing) it goes first instead, beside a read of the lease record:
+        // still two round trips before the operation, and a writer arriving while another
+        // holds the lease learns it from the read, not from a refused (and billed) write.
+        let start = if self.contended.load(Ordering::Relaxed) > 0 {
+            let (checked, seen) = futures::future::join(check(), self.table.get(path, etag)).await;
             self.note_first_check(checked.is_ok());
             checked.map_err(GuardError::Check)?;
-            None
+            match seen {
+                Ok(seen) => Start::Seen(seen),
+                Err(e) => {
+                    // Only a hint lost: the PutItem's answer says the same.
+                    tracing::debug!(path, error = %e, "lease read before acquiring failed");
+                    Start::Attempt
+                }
+            }
         } else {
-            Some(check())
+            Start::Beside(check())
         };
         let mut lease = self
-            .acquire_lease(self.unwon(path, etag, None), first_check, &mut check)
+            .acquire_lease(self.unwon(path, etag, None), start, &mut check)
             .await
             .map_err(|e| match e {
                 AcquireError::Check(e) => GuardError::Check(e),
@@ -628,6 +666,7 @@ impl LeaseManager {
             return Err(GuardError::Check(e));
         }
         let sent = std::sync::atomic::AtomicBool::new(false);
+        let holding = self.clock.now();
         let guarded = async {
             if recheck && !unfenced {
                 check().await.map_err(GuardError::Check)?;
@@ -637,6 +676,8 @@ impl LeaseManager {
         };
         match self.run_while_held(&mut lease, guarded).await {
             Ok(Ok(out)) => {
+                self.note_hold(self.clock.now().saturating_duration_since(holding));
+                self.losses.in_a_row.store(0, Ordering::Relaxed);
                 match &self.deferred {
                     Some(deferred) if keep_on_success => {
                         let now = self.clock.now();
@@ -691,7 +732,7 @@ impl LeaseManager {
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<(), E>>,
     {
-        self.acquire_lease(self.unwon(path, etag, None), None, check)
+        self.acquire_lease(self.unwon(path, etag, None), Start::Attempt, check)
             .await
     }
 
@@ -708,7 +749,7 @@ impl LeaseManager {
         F: FnMut() -> Fut,
         Fut: Future<Output = Result<(), E>>,
     {
-        self.acquire_lease(self.unwon(path, etag, Some(value)), None, check)
+        self.acquire_lease(self.unwon(path, etag, Some(value)), Start::Attempt, check)
             .await
     }
 
@@ -727,7 +768,76 @@ impl LeaseManager {
             });
     }
 
-    /// Takes `lease`, running `first_check` (if any) beside the first attempt.
+    /// Adds a guarded operation's hold (lease won to operation done) to the moving average
+    /// of holds, weighing it 1/8.
+    fn note_hold(&self, held: Duration) {
+        use std::sync::atomic::Ordering;
+        let held = u64::try_from(held.as_micros()).unwrap_or(u64::MAX).max(1);
+        let _ = self
+            .hold_micros
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |avg| {
+                Some(if avg == 0 {
+                    held
+                } else {
+                    avg - avg / 8 + held / 8
+                })
+            });
+    }
+
+    /// Pauses, if the last guarded operation lost to another writer's, for a random time
+    /// below one hold times 2 to the power of the losses in a row (at most 6), but at most
+    /// the poll interval. A writer that lost a version of a log to a commit in progress
+    /// would otherwise be back at the next version with the rest of the losers and the
+    /// winner, all sending PutItems while it is absent: one is written, the rest refused,
+    /// and the pack meets again at the version after. Spread apart at random, and further
+    /// the more they lose, they let the winner commit on alone while they catch up, and
+    /// arrive at the head of the log one at a time (the back-off of a shared channel: a
+    /// winner, which never loses, never pauses).
+    async fn back_off(&self) {
+        use std::sync::atomic::Ordering;
+        if !self.losses.owed.swap(false, Ordering::Relaxed) {
+            return;
+        }
+        let losses = self.losses.in_a_row.load(Ordering::Relaxed).min(6);
+        let poll = self.config.poll_interval;
+        let hold = match self.hold_micros.load(Ordering::Relaxed) {
+            0 => poll / 16,
+            micros => Duration::from_micros(micros),
+        };
+        let bound = (hold * (1 << losses)).min(poll);
+        self.clock.sleep(self.clock.random_pause(bound)).await;
+    }
+
+    /// Counts a loss to another writer's operation: the check failed while waiting on its
+    /// lease. The next guarded operation backs off (see `back_off`).
+    fn note_loss(&self) {
+        use std::sync::atomic::Ordering;
+        let _ = self
+            .losses
+            .in_a_row
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
+                Some(n.saturating_add(1))
+            });
+        self.losses.owed.store(true, Ordering::Relaxed);
+    }
+
+    /// The first pause of a wait on `seen`. A record at generation 0 not released is a
+    /// commit in progress (a fresh record, never renewed nor reclaimed), whose outcome
+    /// is likely known after about one hold of this manager's own (at least 1 ms, at most
+    /// the poll interval): look then, once, rather than several times early. Otherwise
+    /// (no holds seen yet, or a holder of another kind) start at 1/16 of the poll
+    /// interval.
+    fn first_pause(&self, seen: &LeaseRecord) -> Duration {
+        let poll = self.config.poll_interval;
+        let hold = self.hold_micros.load(std::sync::atomic::Ordering::Relaxed);
+        if seen.generation != 0 || seen.released || hold == 0 {
+            return (poll / 16).max(Duration::from_millis(1));
+        }
+        Duration::from_micros(hold).clamp(Duration::from_millis(1).min(poll), poll)
+    }
+
+    /// Takes `lease`, starting as `start` says: a check beside the first attempt, or a
+    /// record read beforehand.
     ///
     /// Why the first check's answer may be trusted when that attempt wins: it wrote a
     /// record where there was none (`attribute_not_exists`). Every protocol write to the
@@ -742,7 +852,7 @@ impl LeaseManager {
     async fn acquire_lease<E, F, Fut>(
         &self,
         mut lease: Lease,
-        mut first_check: Option<Fut>,
+        start: Start<Fut>,
         mut check: F,
     ) -> Result<Lease, AcquireError<E>>
     where
@@ -755,12 +865,17 @@ impl LeaseManager {
         let mut expect = Expect::Absent;
         let mut generation = self.first_generation();
         let mut taken_over = false;
+        let mut start = Some(start);
         loop {
             let sent = self.clock.now();
             lease.since_ms = Some(self.wall_ms());
-            let attempt = match first_check.take() {
-                None => self.try_put(&lease, generation, &expect).await?,
-                Some(first) => {
+            let attempt = match start.take() {
+                // Held by another, as read: wait for it without writing.
+                Some(Start::Seen(Some(found))) => Attempt::Held(Some(found)),
+                None | Some(Start::Attempt | Start::Seen(None)) => {
+                    self.try_put(&lease, generation, &expect).await?
+                }
+                Some(Start::Beside(first)) => {
                     let (checked, attempt) =
                         futures::future::join(first, self.try_put(&lease, generation, &expect))
                             .await;
@@ -932,7 +1047,7 @@ impl LeaseManager {
         let mut told = false;
         // Most holds are a commit's few milliseconds: look again soon, then back off to
         // the poll interval, so short holds cost little waiting and long ones little load.
-        let mut pause = (self.config.poll_interval / 16).max(Duration::from_millis(1));
+        let mut pause = self.first_pause(&seen);
         let rate = if self.planted(PlantedBug::ReclaimAfterOneTimeout) {
             1
         } else {
@@ -944,8 +1059,11 @@ impl LeaseManager {
                 // once more before taking the lease (a check from before the release could
                 // predate that write): losers of a create learn here that it is done,
                 // without a PutItem each and a release each after it.
-                if !self.planted(PlantedBug::NoRecheckAfterTakeover) {
-                    check().await.map_err(AcquireError::Check)?;
+                if !self.planted(PlantedBug::NoRecheckAfterTakeover)
+                    && let Err(e) = check().await
+                {
+                    self.note_loss();
+                    return Err(AcquireError::Check(e));
                 }
                 return Ok(Turn::Reclaim(seen));
             }
@@ -973,7 +1091,10 @@ impl LeaseManager {
             }
             self.clock.sleep(pause.min(stale - waited)).await;
             pause = (pause * 2).min(self.config.poll_interval);
-            check().await.map_err(AcquireError::Check)?;
+            if let Err(e) = check().await {
+                self.note_loss();
+                return Err(AcquireError::Check(e));
+            }
             match self.table.get(&seen.path, &seen.etag).await {
                 Ok(None) => return Ok(Turn::Fresh),
                 Ok(Some(now))

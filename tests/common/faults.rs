@@ -36,6 +36,8 @@ pub struct FaultyTable {
     inner: Arc<dyn LeaseTable>,
     faults: Mutex<TableFaults>,
     log: Mutex<Vec<(Instant, LeaseRecord)>>,
+    /// Writes refused by their condition (each billed by DynamoDB all the same).
+    refused: std::sync::atomic::AtomicUsize,
 }
 
 impl FaultyTable {
@@ -49,6 +51,7 @@ impl FaultyTable {
             inner,
             faults: Mutex::default(),
             log: Mutex::default(),
+            refused: Default::default(),
         })
     }
 
@@ -59,6 +62,11 @@ impl FaultyTable {
     /// Every write applied, with when.
     pub fn writes(&self) -> Vec<(Instant, LeaseRecord)> {
         self.log.lock().unwrap().clone()
+    }
+
+    /// How many writes the table refused by their condition.
+    pub fn refused(&self) -> usize {
+        self.refused.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// Seeds a record directly.
@@ -94,6 +102,9 @@ impl LeaseTable for FaultyTable {
                 .lock()
                 .unwrap()
                 .push((Instant::now(), record.clone()));
+        } else {
+            self.refused
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst);
         }
         let mut faults = self.faults.lock().unwrap();
         if faults.lose_answers > 0 {

@@ -1,5 +1,6 @@
 //! Node clocks: Tokio's paused time, scaled by a rate of the node's own.
 
+use std::sync::Mutex;
 use std::time::Duration;
 
 use dynacommit::lease::Clock;
@@ -18,6 +19,8 @@ pub struct NodeClock {
     num: u64,
     den: u64,
     wall_offset_ms: i64,
+    /// Random pauses, drawn from the node's settings so a seed replays them.
+    pauses: Mutex<rand::rngs::StdRng>,
 }
 
 impl NodeClock {
@@ -28,6 +31,9 @@ impl NodeClock {
             num,
             den,
             wall_offset_ms,
+            pauses: Mutex::new(rand::SeedableRng::seed_from_u64(
+                num ^ (den << 20) ^ ((wall_offset_ms as u64) << 40),
+            )),
         }
     }
 
@@ -48,6 +54,15 @@ impl Clock for NodeClock {
 
     fn sleep_until(&self, deadline: Instant) -> BoxFuture<'static, ()> {
         Box::pin(tokio::time::sleep_until(self.to_true(deadline)))
+    }
+
+    fn random_pause(&self, bound: Duration) -> Duration {
+        use rand::RngExt;
+        let nanos = bound.as_nanos().min(u64::MAX as u128) as u64;
+        if nanos == 0 {
+            return Duration::ZERO;
+        }
+        Duration::from_nanos(self.pauses.lock().unwrap().random_range(0..nanos))
     }
 
     fn unix_time(&self) -> Duration {

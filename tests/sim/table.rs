@@ -128,6 +128,13 @@ fn ambiguous(message: &str) -> TableError {
 }
 
 impl NodeTable {
+    /// A new operation of the node begins: no acquisition of it has written yet, so a
+    /// record it reads now (before its first PutItem, as a writer under contention reads
+    /// first) is not its own, even if an earlier operation of the node wrote it.
+    pub fn begin_operation(&self) {
+        *self.current_owner.lock().unwrap() = None;
+    }
+
     pub fn new(world: Arc<World>, shared: Arc<SimTable>, node: usize) -> Arc<Self> {
         Arc::new(Self {
             world,

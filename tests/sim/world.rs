@@ -177,6 +177,7 @@ impl World {
     /// starting then.
     pub async fn between_operations(&self, link: &super::table::NodeTable) {
         tokio::time::sleep(self.profile.think(self)).await;
+        link.begin_operation();
         if self.chance(self.profile.table_outage) {
             link.outage(T / 2 + self.upto(T * 3 / 2));
         }
