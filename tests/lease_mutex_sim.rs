@@ -83,7 +83,7 @@ async fn writer(
     // Each writer's clock runs at a rate of its own, 0.8 to 1.25 times true time: a
     // ratio of 1.56, within the skew rate of 3.
     let rate = rng.random_range(800..=1250);
-    let clock = clock::NodeClock::new(origin, rate, 1000, 0);
+    let clock = clock::NodeClock::new(origin, rate, 1000, 0, rng.random());
     #[allow(unused_mut)]
     let mut leases = LeaseManager::new(faulty.clone(), config)
         .unwrap()

@@ -52,10 +52,11 @@ pub struct LeaseManager {
     process: Arc<str>,
     /// Releases sent in the background and not yet answered (see [`LeaseManager::settled`]).
     background: Arc<Background>,
-    /// How often, lately, a first check failed (the object was already there): each
-    /// failure beside a PutItem wasted a DynamoDB write, so while this is above zero the
-    /// check goes first, with a read of the lease record beside it (see `guard`). Raised
-    /// by 4 per failure (at most 16), lowered by 1 per check that passes.
+    /// How often, lately, a first check failed (the object was already there) or a wait
+    /// was lost to another writer: each such failure beside a PutItem wasted a DynamoDB
+    /// write, so while this is above zero the check goes first, then a read of the lease
+    /// record (see `guard`). Raised by 4 per failure or loss (at most 16), lowered by 1
+    /// per first check that passes.
     contended: Arc<std::sync::atomic::AtomicU32>,
     /// How long this manager's guarded operations hold their lease, in microseconds: a
     /// moving average (zero until the first). A waiter on a commit in progress looks
@@ -625,14 +626,16 @@ impl LeaseManager {
         // The first check goes out beside the first acquisition attempt (two round trips on
         // the critical path, not three). Its answer still holds under a lease won fresh:
         // see `acquire_lease`. Under contention (checks failing lately, each having cost a
-        // PutItem for nothing) it goes first instead, beside a read of the lease record:
-        // still two round trips before the operation, and a writer arriving while another
-        // holds the lease learns it from the read, not from a refused (and billed) write.
+        // PutItem for nothing) it goes first instead, and a check that passes is followed
+        // by a read of the lease record: a writer arriving while another holds the lease
+        // learns it from the read (a fifth of a write's price), not from a refused write.
+        // The read waits for the check, not beside it: a writer catching up on a log
+        // meets many versions already there, and each then costs one HEAD alone.
         let start = if self.contended.load(Ordering::Relaxed) > 0 {
-            let (checked, seen) = futures::future::join(check(), self.table.get(path, etag)).await;
+            let checked = check().await;
             self.note_first_check(checked.is_ok());
             checked.map_err(GuardError::Check)?;
-            match seen {
+            match self.table.get(path, etag).await {
                 Ok(seen) => Start::Seen(seen),
                 Err(e) => {
                     // Only a hint lost: the PutItem's answer says the same.
@@ -785,8 +788,8 @@ impl LeaseManager {
     }
 
     /// Pauses, if the last guarded operation lost to another writer's, for a random time
-    /// below one hold times 2 to the power of the losses in a row (at most 6), but at most
-    /// the poll interval. A writer that lost a version of a log to a commit in progress
+    /// below one hold times 2 to the power of the losses in a row (at most 16 holds), but
+    /// at most the poll interval. A writer that lost a version of a log to a commit in progress
     /// would otherwise be back at the next version with the rest of the losers and the
     /// winner, all sending PutItems while it is absent: one is written, the rest refused,
     /// and the pack meets again at the version after. Spread apart at random, and further
@@ -798,20 +801,25 @@ impl LeaseManager {
         if !self.losses.owed.swap(false, Ordering::Relaxed) {
             return;
         }
-        let losses = self.losses.in_a_row.load(Ordering::Relaxed).min(6);
+        let losses = self.losses.in_a_row.load(Ordering::Relaxed).min(4);
         let poll = self.config.poll_interval;
         let hold = match self.hold_micros.load(Ordering::Relaxed) {
             0 => poll / 16,
             micros => Duration::from_micros(micros),
         };
-        let bound = (hold * (1 << losses)).min(poll);
+        // Never longer than a lease: a pause is to spread writers, not to outwait them.
+        let bound = (hold * (1 << losses)).min(poll).min(self.config.timeout);
         self.clock.sleep(self.clock.random_pause(bound)).await;
     }
 
     /// Counts a loss to another writer's operation: the check failed while waiting on its
-    /// lease. The next guarded operation backs off (see `back_off`).
+    /// lease (whatever the failure: a HEAD that erred counts too, and the next operation,
+    /// of whatever path, pays). The next guarded operation backs off (see `back_off`), and
+    /// checks first, as after a failed first check: a writer that waited on a holder it
+    /// learned of from a refused PutItem learns of the next from a read.
     fn note_loss(&self) {
         use std::sync::atomic::Ordering;
+        self.note_first_check(false);
         let _ = self
             .losses
             .in_a_row

@@ -19,21 +19,20 @@ pub struct NodeClock {
     num: u64,
     den: u64,
     wall_offset_ms: i64,
-    /// Random pauses, drawn from the node's settings so a seed replays them.
+    /// Random pauses, drawn from a seed of the simulation's, so the seed replays them.
     pauses: Mutex<rand::rngs::StdRng>,
 }
 
 impl NodeClock {
-    /// A clock running at `num/den`, from `origin` (Tokio time at the simulation's start).
-    pub fn new(origin: Instant, num: u64, den: u64, wall_offset_ms: i64) -> Self {
+    /// A clock running at `num/den`, from `origin` (Tokio time at the simulation's start),
+    /// drawing its random pauses from `seed`.
+    pub fn new(origin: Instant, num: u64, den: u64, wall_offset_ms: i64, seed: u64) -> Self {
         Self {
             origin,
             num,
             den,
             wall_offset_ms,
-            pauses: Mutex::new(rand::SeedableRng::seed_from_u64(
-                num ^ (den << 20) ^ ((wall_offset_ms as u64) << 40),
-            )),
+            pauses: Mutex::new(rand::SeedableRng::seed_from_u64(seed)),
         }
     }
 

@@ -165,11 +165,13 @@ impl World {
     pub fn node_clock(&self) -> Arc<super::clock::NodeClock> {
         let rate = self.pick(800..1251);
         let offset = self.pick(0..401) as i64 - 200;
+        let seed = self.pick(0..u64::MAX);
         Arc::new(super::clock::NodeClock::new(
             self.origin,
             rate,
             1000,
             offset,
+            seed,
         ))
     }
 
