@@ -16,11 +16,10 @@ use common::Counters;
 use common::faults::{ScriptedStore, is_whole};
 use common::old_protocol::OldWriter;
 use common::s3::S3Server;
-use dynacommit::bench::{self, CommitTarget, Order, StoreTarget, Target};
-use dynacommit::lease::{
-    DynamoLeaseTable, Expect, LeaseConfig, LeaseManager, LeaseRecord, LeaseTable, PutOutcome,
-    TableError,
+use dynacommit::bench::{
+    self, CommitTarget, CountingTable, Order, StoreTarget, TableCounts, Target,
 };
+use dynacommit::lease::{DynamoLeaseTable, LeaseConfig, LeaseManager, LeaseTable};
 use dynacommit::race::Percentiles;
 use dynacommit::race::{LogWriter, StoreWriter};
 use dynacommit::{CommitStore, Conditions};
@@ -86,34 +85,6 @@ impl Sizes {
             Ok(v) if !v.is_empty() && v != "0" => Self::SMOKE,
             _ => Self::FULL,
         }
-    }
-}
-
-/// A lease table counting its calls, and the writes its conditions refused.
-#[derive(Debug)]
-struct CountingTable {
-    inner: DynamoLeaseTable,
-    counters: Arc<Counters>,
-}
-
-#[async_trait]
-impl LeaseTable for CountingTable {
-    async fn put(&self, record: &LeaseRecord, expect: &Expect) -> Result<PutOutcome, TableError> {
-        self.counters.dynamo_writes.fetch_add(1, Ordering::SeqCst);
-        let outcome = self.inner.put(record, expect).await;
-        if let Ok(PutOutcome::Conflict(_)) = outcome {
-            self.counters
-                .dynamo_failed_writes
-                .fetch_add(1, Ordering::SeqCst);
-        }
-        outcome
-    }
-    async fn get(&self, path: &str, etag: &str) -> Result<Option<LeaseRecord>, TableError> {
-        self.counters.dynamo_reads.fetch_add(1, Ordering::SeqCst);
-        self.inner.get(path, etag).await
-    }
-    fn describe(&self) -> String {
-        self.inner.describe()
     }
 }
 
@@ -325,26 +296,20 @@ struct Contender {
     new_writer: Box<dyn Fn() -> Arc<dyn LogWriter>>,
     /// A plain store on the same bucket, uncounted, for checking a race's outcome.
     reader: Arc<dyn ObjectStore>,
+    /// Its S3 requests (and 0.12.5's DynamoDB requests, counted in its HTTP connector).
     counters: Arc<Counters>,
+    /// dynacommit's DynamoDB requests.
+    table: Option<Arc<CountingTable>>,
     /// Operations slower than [`SLOW`].
     slow: Arc<std::sync::atomic::AtomicU64>,
 }
 
-async fn lease_table(
-    counters: Arc<Counters>,
-    timeout_ms: u64,
-) -> (Arc<CountingTable>, LeaseConfig) {
+async fn lease_table(timeout_ms: u64) -> (Arc<CountingTable>, LeaseConfig) {
     let name = common::unique_name("bench");
     let table = DynamoLeaseTable::new(common::dynamodb().await, &name);
     table.ensure_table().await.unwrap();
     let config = LeaseConfig::new(&name).with_timeout(Duration::from_millis(timeout_ms));
-    (
-        Arc::new(CountingTable {
-            inner: table,
-            counters,
-        }),
-        config,
-    )
+    (Arc::new(CountingTable::new(Arc::new(table))), config)
 }
 
 /// dynacommit over `inner` (counted), with leases on a fresh table, in `conditions` mode.
@@ -357,7 +322,8 @@ async fn dynacommit(
 ) -> Contender {
     let counters = Arc::new(Counters::default());
     let inner: Arc<dyn ObjectStore> = Arc::new(ScriptedStore::counting(inner, counters.clone()));
-    let (table, config) = lease_table(counters.clone(), timeout_ms).await;
+    let (table, config) = lease_table(timeout_ms).await;
+    let counted = table.clone();
     let commit_store = move || {
         Arc::new(
             CommitStore::new(
@@ -382,6 +348,7 @@ async fn dynacommit(
         new_writer,
         reader,
         counters,
+        table: Some(counted),
         slow: Arc::default(),
     }
 }
@@ -428,6 +395,7 @@ async fn contenders(server: S3Server, timeout_ms: u64) -> Vec<Contender> {
         },
         reader: reader.clone(),
         counters,
+        table: None,
         slow: Arc::default(),
     });
 
@@ -464,6 +432,7 @@ async fn contenders(server: S3Server, timeout_ms: u64) -> Vec<Contender> {
             },
             reader: reader.clone(),
             counters,
+            table: None,
             slow: Arc::default(),
         });
     }
@@ -486,13 +455,6 @@ async fn contenders(server: S3Server, timeout_ms: u64) -> Vec<Contender> {
             ..c
         })
         .collect()
-}
-
-/// Waits for every writer's background work.
-async fn settle(writers: &[Arc<dyn LogWriter>]) {
-    for writer in writers {
-        writer.settled().await;
-    }
 }
 
 fn ms(d: Duration) -> String {
@@ -529,11 +491,19 @@ fn show((median, low, high): (f64, f64, f64)) -> String {
 fn counts(c: &Contender) -> [u64; 5] {
     let load = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::SeqCst);
     let k = &c.counters;
+    let dynamo = c.table.as_ref().map_or(
+        TableCounts {
+            writes: load(&k.dynamo_writes),
+            refused: load(&k.dynamo_failed_writes),
+            reads: load(&k.dynamo_reads),
+        },
+        |t| t.counts(),
+    );
     [
         load(&k.s3),
-        load(&k.dynamo_writes),
-        load(&k.dynamo_failed_writes),
-        load(&k.dynamo_reads),
+        dynamo.writes,
+        dynamo.refused,
+        dynamo.reads,
         load(&k.s3_server_errors),
     ]
 }
@@ -724,21 +694,9 @@ async fn run_server(server: S3Server, label: &str, sizes: Sizes) {
                     .join(c.name.replace(' ', "_"))
                     .join(format!("LOG-{round}"));
                 let writers: Vec<_> = (0..log_writers).map(|_| (c.new_writer)()).collect();
-                let report = dynacommit::race::run(
-                    writers.clone(),
-                    c.reader.clone(),
-                    &prefix,
-                    log_commits,
-                    None,
-                )
-                .await
-                .unwrap();
-                settle(&writers).await;
-                assert!(
-                    report.is_clean(),
-                    "{}: the log race lost commits: {report:?}",
-                    c.name
-                );
+                let report = bench::log_race(writers, c.reader.clone(), &prefix, log_commits)
+                    .await
+                    .unwrap_or_else(|e| panic!("{}: {e}", c.name));
                 rates[k].push(report.committed as f64 / report.elapsed.as_secs_f64());
                 conflicts[k] += report.conflicts;
                 let got = since(before, counts(c));
@@ -788,59 +746,26 @@ async fn run_server(server: S3Server, label: &str, sizes: Sizes) {
             .filter(|c| c.name == "dynacommit" || c.name == "object_store 0.12.5")
         {
             let before = counts(c);
-            let cpu_before = cpu_time();
-            let peak = Arc::new(std::sync::atomic::AtomicU64::new(rss_bytes()));
-            let sampler = {
-                let peak = peak.clone();
-                tokio::spawn(async move {
-                    loop {
-                        peak.fetch_max(rss_bytes(), Ordering::Relaxed);
-                        tokio::time::sleep(Duration::from_millis(20)).await;
-                    }
-                })
-            };
-            let started = tokio::time::Instant::now();
-            let races = (0..logs).map(|log| {
-                let prefix = base
-                    .clone()
-                    .join(c.name.replace(' ', "_"))
-                    .join(format!("SCALE-{log}"));
-                let writers: Vec<_> = (0..per_log).map(|_| (c.new_writer)()).collect();
-                let reader = c.reader.clone();
-                async move {
-                    let report = dynacommit::race::run(
-                        writers.clone(),
-                        reader,
-                        &prefix,
-                        scale_commits,
-                        None,
-                    )
-                    .await;
-                    (report, writers)
-                }
-            });
-            let reports = futures::future::join_all(races).await;
-            let wall = started.elapsed();
-            for (_, writers) in &reports {
-                settle(writers).await;
-            }
-            sampler.abort();
-            let cpu = cpu_time() - cpu_before;
-            let mut committed = 0;
-            for (report, _) in reports {
-                let report = report.unwrap();
-                assert!(report.is_clean(), "{}: {report:?}", c.name);
-                committed += report.committed;
-            }
+            let base = base.clone().join(c.name.replace(' ', "_")).join("SCALE");
+            let scale = bench::scale(
+                &*c.new_writer,
+                c.reader.clone(),
+                &base,
+                logs,
+                per_log,
+                scale_commits,
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{}: {e}", c.name));
             let [_, w, _, r, _] = since(before, counts(c));
-            let n = committed as f64;
+            let n = scale.commits as f64;
             println!(
                 "| {} | {:.1} | {:.2} | {:.3} | {:.1} |",
                 c.name,
-                n / wall.as_secs_f64(),
+                n / scale.wall.as_secs_f64(),
                 (w + r) as f64 / n,
-                cpu.as_secs_f64() * 1e3 / n,
-                peak.load(Ordering::Relaxed) as f64 / (1 << 20) as f64
+                scale.cpu.as_secs_f64() * 1e3 / n,
+                scale.peak_rss as f64 / (1 << 20) as f64
             );
         }
         println!(
@@ -870,7 +795,7 @@ async fn run_server(server: S3Server, label: &str, sizes: Sizes) {
         let bare: Box<dyn Target> = Box::new(StoreTarget(Arc::new(
             server.store(&bucket, S3ConditionalPut::Disabled),
         )));
-        let (table, config) = lease_table(Arc::default(), 20_000).await;
+        let (table, config) = lease_table(20_000).await;
         let wrapped: Box<dyn Target> = Box::new(CommitTarget(Arc::new(CommitStore::new(
             Arc::new(server.store(&bucket, S3ConditionalPut::Disabled)),
             LeaseManager::new(table as Arc<dyn LeaseTable>, config).unwrap(),
@@ -912,32 +837,6 @@ async fn run_server(server: S3Server, label: &str, sizes: Sizes) {
         }
         ratios(&cs, &results);
     }
-}
-
-/// User plus system CPU time of this process so far.
-fn cpu_time() -> Duration {
-    // SAFETY: `usage` is a valid, writable rusage for the call to fill.
-    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
-    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
-        return Duration::ZERO;
-    }
-    let tv = |t: libc::timeval| {
-        Duration::from_secs(t.tv_sec as u64) + Duration::from_micros(t.tv_usec as u64)
-    };
-    tv(usage.ru_utime) + tv(usage.ru_stime)
-}
-
-/// This process's resident set now, from /proc (0 where there is none).
-fn rss_bytes() -> u64 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|status| {
-            status
-                .lines()
-                .find_map(|l| l.strip_prefix("VmRSS:"))
-                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-        })
-        .map_or(0, |kb| kb * 1024)
 }
 
 /// Each contender's target with its path.

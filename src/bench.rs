@@ -15,7 +15,7 @@ use object_store::path::Path;
 use object_store::{CopyMode, CopyOptions, ObjectStore, ObjectStoreExt, PutMode, UpdateVersion};
 use tokio::time::Instant;
 
-use crate::race::Percentiles;
+use crate::race::{LogWriter, Percentiles, RaceReport};
 
 /// What a benchmark target can do. Errors are text: targets come from different crates.
 #[async_trait]
@@ -341,4 +341,198 @@ pub async fn passthrough(lanes: &[Lane<'_>], n: usize) -> Result<[Vec<Percentile
     })
     .await?;
     Ok([puts, gets, lists])
+}
+
+/// A [`LeaseTable`](crate::lease::LeaseTable) counting the requests sent through it: the
+/// DynamoDB requests per commit of a race.
+#[derive(Debug)]
+pub struct CountingTable {
+    inner: Arc<dyn crate::lease::LeaseTable>,
+    writes: std::sync::atomic::AtomicU64,
+    refused: std::sync::atomic::AtomicU64,
+    reads: std::sync::atomic::AtomicU64,
+}
+
+/// What a [`CountingTable`] counted.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct TableCounts {
+    /// Writes sent (PutItem), refused ones included.
+    pub writes: u64,
+    /// Writes refused by their condition (DynamoDB bills them all the same).
+    pub refused: u64,
+    /// Reads (consistent GetItem).
+    pub reads: u64,
+}
+
+impl std::ops::Sub for TableCounts {
+    type Output = Self;
+    fn sub(self, earlier: Self) -> Self {
+        Self {
+            writes: self.writes - earlier.writes,
+            refused: self.refused - earlier.refused,
+            reads: self.reads - earlier.reads,
+        }
+    }
+}
+
+impl CountingTable {
+    /// Counts the requests to `inner`.
+    pub fn new(inner: Arc<dyn crate::lease::LeaseTable>) -> Self {
+        Self {
+            inner,
+            writes: Default::default(),
+            refused: Default::default(),
+            reads: Default::default(),
+        }
+    }
+
+    /// The counts so far.
+    pub fn counts(&self) -> TableCounts {
+        use std::sync::atomic::Ordering::SeqCst;
+        TableCounts {
+            writes: self.writes.load(SeqCst),
+            refused: self.refused.load(SeqCst),
+            reads: self.reads.load(SeqCst),
+        }
+    }
+}
+
+#[async_trait]
+impl crate::lease::LeaseTable for CountingTable {
+    async fn put(
+        &self,
+        record: &crate::lease::LeaseRecord,
+        expect: &crate::lease::Expect,
+    ) -> Result<crate::lease::PutOutcome, crate::lease::TableError> {
+        use std::sync::atomic::Ordering::SeqCst;
+        self.writes.fetch_add(1, SeqCst);
+        let outcome = self.inner.put(record, expect).await;
+        if let Ok(crate::lease::PutOutcome::Conflict(_)) = outcome {
+            self.refused.fetch_add(1, SeqCst);
+        }
+        outcome
+    }
+
+    async fn get(
+        &self,
+        path: &str,
+        etag: &str,
+    ) -> Result<Option<crate::lease::LeaseRecord>, crate::lease::TableError> {
+        self.reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.inner.get(path, etag).await
+    }
+
+    fn describe(&self) -> String {
+        self.inner.describe()
+    }
+
+    fn dynamodb_table(&self) -> Option<&str> {
+        self.inner.dynamodb_table()
+    }
+}
+
+/// Scenario 6, the log race: `writers` (each as a process of its own would be) make
+/// `commits` commits each on the log at `prefix`; their background work is settled before
+/// this returns, and a race that lost or duplicated a commit is an error.
+pub async fn log_race(
+    writers: Vec<Arc<dyn LogWriter>>,
+    reader: Arc<dyn ObjectStore>,
+    prefix: &Path,
+    commits: usize,
+) -> Result<RaceReport, String> {
+    let report = crate::race::run(writers.clone(), reader, prefix, commits, None)
+        .await
+        .map_err(|e| e.to_string())?;
+    for writer in &writers {
+        writer.settled().await;
+    }
+    if report.is_clean() {
+        Ok(report)
+    } else {
+        Err(format!("the log race lost commits: {report:?}"))
+    }
+}
+
+/// What scenario 7 ([`scale`]) measured.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Scale {
+    /// Commits made in all.
+    pub commits: u64,
+    /// Wall time of the races (not of the checks after).
+    pub wall: Duration,
+    /// CPU time (user + system) of this process meanwhile, checks included.
+    pub cpu: Duration,
+    /// This process's largest resident set seen meanwhile, in bytes (0 where unknown).
+    pub peak_rss: u64,
+}
+
+/// Scenario 7: `logs` log races at once under `base`, each of `per_log` writers from
+/// `new_writer` making `commits` commits, measuring this process's CPU time and peak RSS.
+pub async fn scale(
+    new_writer: &dyn Fn() -> Arc<dyn LogWriter>,
+    reader: Arc<dyn ObjectStore>,
+    base: &Path,
+    logs: usize,
+    per_log: usize,
+    commits: usize,
+) -> Result<Scale, String> {
+    let cpu_before = cpu_time();
+    let peak = Arc::new(std::sync::atomic::AtomicU64::new(rss_bytes()));
+    let sampler = {
+        let peak = peak.clone();
+        tokio::spawn(async move {
+            loop {
+                peak.fetch_max(rss_bytes(), std::sync::atomic::Ordering::Relaxed);
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        })
+    };
+    let started = Instant::now();
+    let races = (0..logs).map(|log| {
+        let writers: Vec<_> = (0..per_log).map(|_| new_writer()).collect();
+        let prefix = base.clone().join(format!("log-{log}"));
+        let reader = reader.clone();
+        async move { log_race(writers, reader, &prefix, commits).await }
+    });
+    let reports = futures::future::join_all(races).await;
+    let wall = started.elapsed();
+    sampler.abort();
+    let mut committed = 0;
+    for report in reports {
+        committed += report?.committed;
+    }
+    Ok(Scale {
+        commits: committed,
+        wall,
+        cpu: cpu_time().saturating_sub(cpu_before),
+        peak_rss: peak.load(std::sync::atomic::Ordering::Relaxed),
+    })
+}
+
+/// CPU time (user + system) this process has used; zero where it cannot be read.
+pub fn cpu_time() -> Duration {
+    // SAFETY: `usage` is a plain C struct, valid when zeroed, that the call fills.
+    let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
+    // SAFETY: a valid pointer to a writable rusage.
+    if unsafe { libc::getrusage(libc::RUSAGE_SELF, &mut usage) } != 0 {
+        return Duration::ZERO;
+    }
+    let tv = |t: libc::timeval| {
+        Duration::from_secs(u64::try_from(t.tv_sec).unwrap_or(0))
+            + Duration::from_micros(u64::try_from(t.tv_usec).unwrap_or(0))
+    };
+    tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// This process's resident set size in bytes (Linux: `/proc/self/status`); zero elsewhere.
+pub fn rss_bytes() -> u64 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|status| {
+            status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmRSS:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map_or(0, |kb| kb * 1024)
 }

@@ -55,10 +55,30 @@ fn race_json_is_machine_readable() {
 /// through the wrapper (lease, HEAD, put, release) costs more than a bare put, and a
 /// passthrough operation costs about what the bare store's does (a passthrough ten times
 /// slower than bare is doing something it should not). The bench itself exits non-zero
-/// when a scenario's check fails (a fresh path taken, a listing short).
+/// when a scenario's check fails (a fresh path taken, a listing short, a race that lost a
+/// commit). The log race and the scale scenario report every commit they were sized for,
+/// at least one DynamoDB write each.
 #[test]
 fn bench_on_the_embedded_default_reports_every_scenario_with_consistent_ratios() {
-    let out = dynacommit(&["bench", "--ops", "20", "--json"], &[]);
+    let out = dynacommit(
+        &[
+            "bench",
+            "--ops",
+            "20",
+            "--race-writers",
+            "4",
+            "--race-commits",
+            "5",
+            "--scale-logs",
+            "3",
+            "--scale-writers",
+            "2",
+            "--scale-commits",
+            "4",
+            "--json",
+        ],
+        &[],
+    );
     assert!(out.status.success(), "{}", text(&out.stderr));
     let report: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     let mut keys: Vec<&str> = report
@@ -76,7 +96,9 @@ fn bench_on_the_embedded_default_reports_every_scenario_with_consistent_ratios()
             "delete_then_recreate_round_p50_ms",
             "get",
             "list",
+            "log_race",
             "put",
+            "scale",
         ],
         "{report}"
     );
@@ -113,6 +135,25 @@ fn bench_on_the_embedded_default_reports_every_scenario_with_consistent_ratios()
     ] {
         let p50 = report[op].as_f64().unwrap();
         assert!(p50 > 0.0 && p50 < 1_000.0, "{op}: {p50}: {report}");
+    }
+    let race = &report["log_race"];
+    assert_eq!(race["writers"], 4, "{report}");
+    assert_eq!(race["commits"], 20, "{report}");
+    let positive = |v: &serde_json::Value| v.as_f64().is_some_and(|v| v.is_finite() && v > 0.0);
+    assert!(positive(&race["commits_per_s"]), "{report}");
+    assert!(
+        race["dynamodb_writes_per_commit"].as_f64() >= Some(1.0),
+        "a commit takes a lease: {report}"
+    );
+    let scale = &report["scale"];
+    assert_eq!(scale["writers"], 6, "{report}");
+    assert_eq!(scale["commits"], 24, "{report}");
+    for field in [
+        "commits_per_s",
+        "dynamodb_requests_per_commit",
+        "cpu_ms_per_commit",
+    ] {
+        assert!(positive(&scale[field]), "scale {field}: {report}");
     }
 }
 
