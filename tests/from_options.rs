@@ -108,3 +108,46 @@ fn options_no_store_knows_are_refused_by_name() {
     let as_store_error: object_store::Error = err.into();
     assert!(as_store_error.to_string().contains("whole milliseconds"));
 }
+
+/// `dynacommit_conditions` sets the condition mode, and in `auto` mode a store's own
+/// copy-if-not-exists setting reaches the S3 builder: on SeaweedFS (which enforces all
+/// three conditions once told how to ask for copies) the probe finds every condition
+/// enforced, and on s3rver none, so there the store keeps leasing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_condition_mode_comes_from_the_options() {
+    use dynacommit::{CommitStore, Conditions, Enforced};
+    let (_, mut options) = options().await;
+    options.push(("dynacommit_conditions", "auto".to_owned()));
+    let bucket = S3Server::SeaweedFs.fresh_bucket().await;
+    let (key, secret) = S3Server::SeaweedFs.keys();
+    let mut seaweed: Vec<(&str, String)> = options
+        .iter()
+        .filter(|(k, _)| {
+            !matches!(
+                *k,
+                "aws_endpoint" | "aws_access_key_id" | "aws_secret_access_key"
+            )
+        })
+        .cloned()
+        .collect();
+    seaweed.extend([
+        ("aws_endpoint", S3Server::SeaweedFs.url()),
+        ("aws_access_key_id", key),
+        ("aws_secret_access_key", secret),
+        ("copy_if_not_exists", "header:If-None-Match:*".to_owned()),
+    ]);
+    let url = url::Url::parse(&format!("s3://{bucket}/table")).unwrap();
+    let (store, _) = CommitStore::from_url_opts(&url, seaweed).unwrap();
+    assert_eq!(store.conditions(), Conditions::Auto);
+    assert_eq!(store.enforced().await.unwrap(), Enforced::ALL);
+
+    let bucket = S3Server::S3rver.fresh_bucket().await;
+    let url = url::Url::parse(&format!("s3://{bucket}/table")).unwrap();
+    let (store, _) = CommitStore::from_url_opts(&url, options).unwrap();
+    assert_eq!(store.conditions(), Conditions::Auto);
+    let enforced = store.enforced().await.unwrap();
+    assert!(
+        !enforced.create && !enforced.copy,
+        "s3rver ignores conditions: {enforced}"
+    );
+}

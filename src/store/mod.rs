@@ -413,6 +413,10 @@ impl CommitStore {
     /// `aws_endpoint_url_dynamodb`, else at the S3 endpoint if one is set (as 0.12 did),
     /// else at AWS's. Unknown options and malformed values are errors naming the option.
     ///
+    /// `dynacommit_conditions` = `lease` (the default), `native` or `auto` sets the
+    /// [condition mode](CommitStore::with_conditions); in `native` and `auto` modes a
+    /// `copy_if_not_exists` other than `dynamo:` goes to the S3 store, for it to enforce.
+    ///
     /// The lease table is object_store 0.12's, keyed by the object path alone, so 0.12.5
     /// writers and these share it safely. The store keeps its S3 type, so its multipart,
     /// signing and paginated listing are offered too.
@@ -491,7 +495,8 @@ impl CommitStore {
         let leases = LeaseManager::dynamodb(dynamo.build()?, parsed.lease)?;
         let path = Path::from_url_path(url.path())
             .map_err(|e| FromOptionsError::Store(format!("the URL's path: {e}")))?;
-        Ok((CommitStore::new(Arc::new(s3), leases), path))
+        let store = CommitStore::new(Arc::new(s3), leases).with_conditions(parsed.conditions);
+        Ok((store, path))
     }
 }
 

@@ -15,6 +15,8 @@ use crate::lease::{ConfigError, LeaseConfig};
 const CONDITIONAL_PUT: [&str; 2] = ["aws_conditional_put", "conditional_put"];
 /// Option names of copy-if-not-exists, which dynacommit supplies itself.
 const COPY_IF_NOT_EXISTS: [&str; 2] = ["aws_copy_if_not_exists", "copy_if_not_exists"];
+/// Option names of the condition mode (dynacommit's own: `lease`, `native` or `auto`).
+const CONDITIONS: [&str; 2] = ["aws_dynacommit_conditions", "dynacommit_conditions"];
 /// Option names of the DynamoDB endpoint (dynacommit's own; 0.12 used the S3 endpoint).
 const DYNAMODB_ENDPOINT: [&str; 3] = [
     "aws_endpoint_url_dynamodb",
@@ -28,7 +30,7 @@ const DYNAMODB_ENDPOINT: [&str; 3] = [
 pub enum FromOptionsError {
     /// An option no S3 store or dynacommit knows.
     #[error(
-        "unknown option `{key}`: not an AmazonS3Builder option (see object_store's AmazonS3ConfigKey) nor one of dynacommit's (`conditional_put`, `aws_endpoint_url_dynamodb`)"
+        "unknown option `{key}`: not an AmazonS3Builder option (see object_store's AmazonS3ConfigKey) nor one of dynacommit's (`conditional_put`, `aws_endpoint_url_dynamodb`, `dynacommit_conditions`)"
     )]
     UnknownOption {
         /// The option as given.
@@ -67,6 +69,8 @@ pub(crate) struct Options {
     pub lease: LeaseConfig,
     /// Where DynamoDB is, if named.
     pub dynamodb_endpoint: Option<String>,
+    /// How conditional writes are made (`dynacommit_conditions`; `lease` by default).
+    pub conditions: crate::Conditions,
     /// The options for the S3 builder, keys lowercased, in order.
     pub s3: Vec<(String, String)>,
     /// The HTTP settings among them that the DynamoDB client must share: a proxy, a CA,
@@ -123,6 +127,10 @@ impl Options {
         let mut lease: Option<(String, String, LeaseConfig)> = None;
         let mut copy: Option<(String, String, LeaseConfig)> = None;
         let mut dynamodb_endpoint = None;
+        let mut conditions = crate::Conditions::Lease;
+        // A copy-if-not-exists setting of the S3 store's own (not `dynamo:`): for the
+        // `native` and `auto` modes, which let the store enforce copies itself.
+        let mut store_copy: Option<(String, String, String)> = None;
         let mut http = HttpOptions::default();
         let mut s3 = Vec::new();
         for (key, value) in options {
@@ -131,8 +139,14 @@ impl Options {
             if CONDITIONAL_PUT.contains(&name.as_str()) {
                 lease = Some((key.clone(), value.clone(), lease_config(&key, &value)?));
             } else if COPY_IF_NOT_EXISTS.contains(&name.as_str()) {
-                // 0.12 took `dynamo:TABLE` here too, for copy and rename leases.
-                copy = Some((key.clone(), value.clone(), lease_config(&key, &value)?));
+                if value.trim().starts_with("dynamo:") {
+                    // 0.12 took `dynamo:TABLE` here too, for copy and rename leases.
+                    copy = Some((key.clone(), value.clone(), lease_config(&key, &value)?));
+                } else {
+                    store_copy = Some((key, name, value));
+                }
+            } else if CONDITIONS.contains(&name.as_str()) {
+                conditions = conditions_mode(&key, &value)?;
             } else if DYNAMODB_ENDPOINT.contains(&name.as_str()) {
                 if !value.trim().is_empty() {
                     dynamodb_endpoint = Some(value);
@@ -163,6 +177,17 @@ impl Options {
         let Some((_, _, lease)) = lease else {
             return Err(FromOptionsError::NoLeaseTable);
         };
+        if let Some((key, name, value)) = store_copy {
+            if conditions == crate::Conditions::Lease {
+                return Err(FromOptionsError::BadValue {
+                    key,
+                    value,
+                    problem: "in the default `lease` mode dynacommit makes copies itself, under                               a lease: drop this option, give `dynamo:TABLE` as for                               conditional_put, or let the store enforce copies with                               `dynacommit_conditions=native` (or `auto`)"
+                        .into(),
+                });
+            }
+            s3.push((name, value));
+        }
         // Copies and renames lease in the same table, with the same timeout: 0.12.5 writers
         // configured with another copy table would never meet these.
         if let Some((key, value, copy)) = copy
@@ -181,9 +206,25 @@ impl Options {
         Ok(Self {
             lease,
             dynamodb_endpoint,
+            conditions,
             s3,
             http,
         })
+    }
+}
+
+/// `lease`, `native` or `auto` (any case).
+fn conditions_mode(key: &str, value: &str) -> Result<crate::Conditions, FromOptionsError> {
+    match value.trim().to_ascii_lowercase().as_str() {
+        "lease" => Ok(crate::Conditions::Lease),
+        "native" => Ok(crate::Conditions::Native),
+        "auto" => Ok(crate::Conditions::Auto),
+        _ => Err(FromOptionsError::BadValue {
+            key: key.to_owned(),
+            value: value.to_owned(),
+            problem: "expected `lease` (the default: every conditional write under a DynamoDB                       lease), `native` (the store enforces them) or `auto` (probe the store                       once); see docs/protocol.md, \"Condition modes\""
+                .into(),
+        }),
     }
 }
 
@@ -296,6 +337,13 @@ mod tests {
         assert!(
             err(&[
                 ("conditional_put", "dynamo:t"),
+                ("dynacommit_conditions", "sometimes")
+            ])
+            .contains("`dynacommit_conditions` = `sometimes`: expected `lease`")
+        );
+        assert!(
+            err(&[
+                ("conditional_put", "dynamo:t"),
                 ("copy_if_not_exists", "dynamo:other")
             ])
             .contains("same `dynamo:` value")
@@ -311,6 +359,40 @@ mod tests {
                 ("aws_skip_signature", "true")
             ])
             .contains("signed")
+        );
+    }
+
+    #[test]
+    fn the_condition_mode_is_an_option_and_lets_the_store_copy_itself() {
+        use crate::Conditions;
+        let o = parse(&[("conditional_put", "dynamo:t")]).unwrap();
+        assert_eq!(o.conditions, Conditions::Lease, "the default");
+        for (value, mode) in [
+            ("lease", Conditions::Lease),
+            ("Native", Conditions::Native),
+            (" AUTO ", Conditions::Auto),
+        ] {
+            let o = parse(&[
+                ("conditional_put", "dynamo:t"),
+                ("AWS_DYNACOMMIT_CONDITIONS", value),
+            ])
+            .unwrap();
+            assert_eq!(o.conditions, mode, "{value}");
+        }
+        // The store's own copy-if-not-exists goes to the S3 builder in native or auto
+        // mode, whichever order the options come in.
+        let o = parse(&[
+            ("copy_if_not_exists", "header:If-None-Match:*"),
+            ("conditional_put", "dynamo:t"),
+            ("dynacommit_conditions", "auto"),
+        ])
+        .unwrap();
+        assert_eq!(
+            o.s3,
+            vec![(
+                "copy_if_not_exists".to_owned(),
+                "header:If-None-Match:*".to_owned()
+            )]
         );
     }
 
