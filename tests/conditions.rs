@@ -228,3 +228,36 @@ async fn in_lease_mode_the_write_under_the_lease_is_plain() {
     let stored = local.get(&path).await.unwrap().bytes().await.unwrap();
     assert_eq!(stored.as_ref(), b"ours");
 }
+
+/// Credentials that may write under one prefix only (an IAM policy for one table): the
+/// probe at the store's root is refused, and names the path; under the probe path it
+/// runs, and leaves nothing behind.
+#[tokio::test]
+async fn the_probe_runs_under_the_probe_path() {
+    let memory: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let table = Path::from("tables/events");
+    let restricted = || -> Arc<dyn ObjectStore> {
+        Arc::new(ScriptedStore::writing_only_under(
+            memory.clone(),
+            table.clone(),
+        ))
+    };
+    let leases = || {
+        LeaseManager::new(
+            Arc::new(dynacommit::lease::MemoryLeaseTable::new()),
+            common::test_lease_config("memory"),
+        )
+        .unwrap()
+    };
+
+    let at_root = CommitStore::new(restricted(), leases()).with_conditions(Conditions::Auto);
+    let refused = at_root.enforced().await.unwrap_err().to_string();
+    assert!(refused.contains(".dynacommit-probe"), "{refused}");
+
+    let under = CommitStore::new(restricted(), leases())
+        .with_conditions(Conditions::Auto)
+        .with_probe_path(table.clone());
+    assert!(under.enforced().await.unwrap().create);
+    let left: Vec<_> = memory.list(None).try_collect().await.unwrap();
+    assert!(left.is_empty(), "the probe left {left:?}");
+}

@@ -34,6 +34,7 @@ struct Report {
     operations: usize,
     acknowledged: usize,
     applied: usize,
+    deletes: usize,
     acquisitions: usize,
     failures: Vec<(u64, Vec<String>)>,
 }
@@ -59,6 +60,7 @@ fn run_seed(
                 report.operations += tally.operations;
                 report.acknowledged += tally.acknowledged;
                 report.applied += tally.applied;
+                report.deletes += tally.deletes;
             }
             Scenario::Locks => {
                 report.acquisitions += sim::locks::run(world.clone(), planted).await.acquisitions;
@@ -114,6 +116,7 @@ fn run_seeds(
         total.operations += r.operations;
         total.acknowledged += r.acknowledged;
         total.applied += r.applied;
+        total.deletes += r.deletes;
         total.acquisitions += r.acquisitions;
         total.failures.extend(r.failures);
     }
@@ -159,12 +162,13 @@ fn keeps_every_invariant(scenario: Scenario, default_seeds: u64) {
     );
     println!(
         "{scenario:?}: {} seeds simulated in {:.1?}: {} operations, {} acknowledged, {} writes \
-         applied, {} lock acquisitions; {} seeds with violations",
+         applied, {} deletes applied, {} lock acquisitions; {} seeds with violations",
         report.seeds,
         started.elapsed(),
         report.operations,
         report.acknowledged,
         report.applied,
+        report.deletes,
         report.acquisitions,
         report.failures.len()
     );

@@ -87,6 +87,8 @@ pub struct CommitStore<T: ?Sized = dyn ObjectStore> {
     conditions: Conditions,
     /// What the probe found, once it ran (shared by clones of the store's handle).
     probed: Arc<tokio::sync::OnceCell<Enforced>>,
+    /// Where the probe writes: `.dynacommit-probe/` under this prefix.
+    probe_under: Path,
 }
 
 impl<T: ObjectStore + ?Sized> CommitStore<T> {
@@ -98,7 +100,26 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
             lease_prefix: String::new(),
             conditions: Conditions::default(),
             probed: Arc::default(),
+            probe_under: Path::default(),
         }
+    }
+
+    /// Probes (see [`Self::enforced`]) under `prefix` instead of the store's root: for
+    /// credentials allowed only a prefix of the bucket (an IAM policy for one table).
+    /// [`Self::from_url_opts`] probes under the URL's path.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    #[doc = concat!(" # use ", $at, "::CommitStore; use dynacommit::lease::{LeaseConfig, LeaseManager, MemoryLeaseTable};")]
+    #[doc = concat!(" # use ", stringify!($os), "::path::Path;")]
+    /// # let leases = LeaseManager::new(Arc::new(MemoryLeaseTable::new()), LeaseConfig::default()).unwrap();
+    #[doc = concat!(" let store = CommitStore::new(Arc::new(", stringify!($os), "::memory::InMemory::new()), leases)")]
+    ///     .with_probe_path(Path::from("tables/events"));
+    /// # let _ = store;
+    /// ```
+    pub fn with_probe_path(mut self, prefix: Path) -> Self {
+        self.probe_under = prefix;
+        self
     }
 
     /// Makes conditional writes as `conditions` says: through leases (the default), straight
@@ -124,8 +145,8 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
         self.conditions
     }
 
-    /// Which conditions the inner store enforces, probed once (under `.dynacommit-probe/`,
-    /// removed afterwards) and remembered: what [`Conditions::Auto`] decides by, and worth
+    /// Which conditions the inner store enforces, probed once (under `.dynacommit-probe/`
+    /// at the root or [the probe path](Self::with_probe_path), removed afterwards) and remembered: what [`Conditions::Auto`] decides by, and worth
     /// logging at start-up. A failed probe is an error and is tried again next time.
     ///
     /// ```
@@ -168,7 +189,11 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
     /// The probe behind [`Self::enforced`].
     async fn probe(&self) -> Result<Enforced> {
         use $os::Error as E;
-        let dir = Path::from(format!(".dynacommit-probe/{:016x}", rand::random::<u64>()));
+        let dir = self
+            .probe_under
+            .clone()
+            .join(".dynacommit-probe")
+            .join(format!("{:016x}", rand::random::<u64>()));
         let (object, copy) = (dir.clone().join("object"), dir.join("copy"));
         let body = || PutPayload::from_static(b"dynacommit probe");
         let found = async {
@@ -314,6 +339,7 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
             lease_prefix: self.lease_prefix,
             conditions: self.conditions,
             probed: self.probed,
+            probe_under: self.probe_under,
         }
     }
 
@@ -495,7 +521,9 @@ impl CommitStore {
         let leases = LeaseManager::dynamodb(dynamo.build()?, parsed.lease)?;
         let path = Path::from_url_path(url.path())
             .map_err(|e| FromOptionsError::Store(format!("the URL's path: {e}")))?;
-        let store = CommitStore::new(Arc::new(s3), leases).with_conditions(parsed.conditions);
+        let store = CommitStore::new(Arc::new(s3), leases)
+            .with_conditions(parsed.conditions)
+            .with_probe_path(path.clone());
         Ok((store, path))
     }
 }

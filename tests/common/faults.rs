@@ -147,6 +147,8 @@ pub struct ScriptedStore {
     /// outside the protocol slipping in after the check, or an earlier attempt of the same
     /// write landing): the put then meets it.
     pub write_before_next_put: Arc<Mutex<Option<bytes::Bytes>>>,
+    /// Puts and copies outside this prefix refused (as credentials allowed one prefix).
+    pub writes_only_under: Option<Path>,
 }
 
 impl ScriptedStore {
@@ -160,6 +162,28 @@ impl ScriptedStore {
             slow_puts: None,
             stall_next_head: Arc::default(),
             write_before_next_put: Arc::default(),
+            writes_only_under: None,
+        }
+    }
+
+    /// Puts and copies anywhere but under `prefix` refused with `PermissionDenied`, as by
+    /// an IAM policy that grants one prefix of the bucket.
+    pub fn writing_only_under(inner: Arc<dyn ObjectStore>, prefix: Path) -> Self {
+        Self {
+            writes_only_under: Some(prefix),
+            ..Self::plain(inner)
+        }
+    }
+
+    fn may_write(&self, location: &Path) -> Result<()> {
+        match &self.writes_only_under {
+            Some(prefix) if !location.prefix_matches(prefix) => {
+                Err(object_store::Error::PermissionDenied {
+                    path: location.to_string(),
+                    source: format!("403: these credentials may write under {prefix}/ only").into(),
+                })
+            }
+            _ => Ok(()),
         }
     }
 
@@ -306,6 +330,7 @@ impl ObjectStore for ScriptedStore {
         opts: PutOptions,
     ) -> Result<PutResult> {
         self.count();
+        self.may_write(location)?;
         self.pause().await;
         let before = self.write_before_next_put.lock().unwrap().take();
         if let Some(body) = before {
@@ -377,6 +402,7 @@ impl ObjectStore for ScriptedStore {
 
     async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
         self.count();
+        self.may_write(to)?;
         self.pause().await;
         self.inner.copy_opts(from, to, options).await
     }

@@ -1,5 +1,7 @@
 //! The commit scenario: nodes racing to create and update a few objects through
-//! `CommitStore`, and the check of every write the store applied.
+//! `CommitStore`, and to create and delete a few lock-style objects (so that kept create
+//! leases are released on delete and re-creates race them), and the check of every write
+//! and delete the store applied.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -18,6 +20,8 @@ use super::world::{RUN_FOR, World, node_leases};
 
 const NODES: usize = 4;
 const PATHS: u64 = 3;
+/// Lock-style paths: created if absent, deleted if present, never updated.
+const LOCKS: u64 = 2;
 
 /// What an operation asked for.
 #[derive(Debug, Clone)]
@@ -42,6 +46,8 @@ pub struct Tally {
     pub operations: usize,
     pub acknowledged: usize,
     pub applied: usize,
+    /// Deletes applied (of lock-style paths, through `CommitStore`).
+    pub deletes: usize,
 }
 
 /// A fresh node process: its lease manager (on its own clock) and its `CommitStore`.
@@ -73,9 +79,43 @@ async fn node(
     let mut seq = 0;
     while Instant::now() < until {
         world.between_operations(&link).await;
-        let path = Path::from(format!("log/{}", world.pick(0..PATHS)));
         seq += 1;
         let payload = format!("node{id}-op{seq}");
+        if world.chance(world.profile.create_delete) {
+            let path = Path::from(format!("lock/{}", world.pick(0..LOCKS)));
+            let exists = match reader.head(&path).await {
+                Ok(_) => true,
+                Err(object_store::Error::NotFound { .. }) => false,
+                Err(_) => continue,
+            };
+            let op = async {
+                if exists {
+                    process.delete(&path).await.map(|_| ())
+                } else {
+                    registry.lock().unwrap().insert(
+                        payload.clone(),
+                        Op {
+                            kind: Kind::Create,
+                            acknowledged: false,
+                        },
+                    );
+                    let created = process
+                        .put_opts(&path, payload.clone().into(), PutMode::Create.into())
+                        .await;
+                    if created.is_ok()
+                        && let Some(op) = registry.lock().unwrap().get_mut(&payload)
+                    {
+                        op.acknowledged = true;
+                    }
+                    created.map(|_| ())
+                }
+            };
+            if world.unless_crashed(op).await.is_none() {
+                process = node_process(&link, &clock, &store, &planted);
+            }
+            continue;
+        }
+        let path = Path::from(format!("log/{}", world.pick(0..PATHS)));
         // Update what is there (as read, perhaps long ago), else create.
         let kind = match reader.head(&path).await {
             Ok(meta) => Kind::Update(meta.e_tag.unwrap_or_default()),
@@ -152,20 +192,36 @@ fn check(
         ..Tally::default()
     };
     for (path, applied) in history {
-        tally.applied += applied.len();
+        let deletes = applied.iter().filter(|w| w.deleted).count();
+        tally.deletes += deletes;
+        tally.applied += applied.len() - deletes;
         let mut acknowledged_creates = 0;
         for (i, write) in applied.iter().enumerate() {
+            if write.deleted {
+                // A new life of the path begins: one acknowledged create again.
+                acknowledged_creates = 0;
+                continue;
+            }
             let Some(op) = ops.get(&write.payload) else {
                 world.violation(format!("{path}: unknown write {}", write.payload));
                 continue;
             };
-            let before = i.checked_sub(1).map(|j| &applied[j]);
+            // What the write landed on: nothing after a delete.
+            let before = i.checked_sub(1).map(|j| &applied[j]).filter(|b| !b.deleted);
             if before.is_some_and(|b| b.payload == write.payload) {
                 // The same write applied again by its client's retry, nothing in between.
                 continue;
             }
             match (&op.kind, before) {
-                (Kind::Create, None) => acknowledged_creates += usize::from(op.acknowledged),
+                (Kind::Create, None) => {
+                    acknowledged_creates += usize::from(op.acknowledged);
+                    if acknowledged_creates > 1 {
+                        world.violation(format!(
+                            "{path}: create {} acknowledged, a second in one life of the path",
+                            write.payload
+                        ));
+                    }
+                }
                 (Kind::Create, Some(before)) => world.violation(format!(
                     "{path}: create {} ({}) landed over {}",
                     write.payload,
@@ -191,6 +247,9 @@ fn check(
             let line: Vec<String> = applied
                 .iter()
                 .map(|w| {
+                    if w.deleted {
+                        return "(deleted)".to_owned();
+                    }
                     let op = ops.get(&w.payload);
                     format!(
                         "{}={}{:?}{}",
@@ -206,11 +265,6 @@ fn check(
                 })
                 .collect();
             eprintln!("{path}: {}", line.join(" -> "));
-        }
-        if acknowledged_creates > 1 {
-            world.violation(format!(
-                "{path}: {acknowledged_creates} acknowledged creates"
-            ));
         }
     }
     for (payload, op) in ops {

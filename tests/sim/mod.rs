@@ -10,11 +10,15 @@
 //!   applied with their answer lost, or answered with a definite error by a retry while an
 //!   earlier attempt still lingers; HEADs and GETs stalled with a stale answer;
 //! - DynamoDB's TTL deleting expired records at random times after expiry;
+//! - objects deleted through `CommitStore` (lock-style paths, created if absent and
+//!   deleted if present), so kept create leases are released on delete while others
+//!   race to create the path again; deletes delayed in flight or their answers lost;
 //! - a node's link to the table down for a while;
 //! - writers crashing at any await point (their operation future dropped) and restarting
 //!   with fresh state;
 //! - every node's monotonic clock running at its own rate within the skew bound, and its
-//!   wall clock off by a little.
+//!   wall clock off by a little; the random pauses of a writer that lost (back-off) drawn
+//!   from the seed too.
 
 pub mod clock;
 pub mod commits;

@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use bytes::Bytes;
+use futures::StreamExt;
 use futures::stream::BoxStream;
 use object_store::path::Path;
 use object_store::{
@@ -22,8 +23,10 @@ use super::world::{T, World};
 pub struct Applied {
     /// What was written: the name of the operation that wrote it.
     pub payload: String,
-    /// The ETag the store gave it.
+    /// The ETag the store gave it (empty for a delete).
     pub etag: String,
+    /// A delete: the object was removed (`payload` is empty).
+    pub deleted: bool,
 }
 
 #[derive(Default)]
@@ -86,8 +89,25 @@ impl SimStore {
             .push(Applied {
                 payload: text,
                 etag: etag.clone(),
+                deleted: false,
             });
         etag
+    }
+
+    /// Removes `location`, recording the delete in its history if there was an object.
+    fn remove(&self, location: &Path) {
+        let mut state = self.state.lock().unwrap();
+        if state.objects.remove(location).is_some() {
+            state
+                .history
+                .entry(location.clone())
+                .or_default()
+                .push(Applied {
+                    payload: String::new(),
+                    etag: String::new(),
+                    deleted: true,
+                });
+        }
     }
 
     fn fate(&self) -> Fate {
@@ -142,6 +162,33 @@ pub struct StoreLink(pub Arc<SimStore>);
 impl std::fmt::Display for StoreLink {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         write!(f, "SimStore")
+    }
+}
+
+impl StoreLink {
+    /// One delete, on the wire like a put: it lands whether or not the caller still
+    /// waits, and its answer may be lost after it applied.
+    async fn delete_one(&self, location: Path) -> Result<Path> {
+        let store = self.0.clone();
+        let world = &store.world;
+        let p = &world.profile;
+        let to = world.delay(p.store_slow_write, T * 3 / 2);
+        let back = world.delay(0.0, T);
+        let lost = world.chance(p.store_lost_answer);
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        tokio::spawn(async move {
+            tokio::time::sleep(to).await;
+            store.remove(&location);
+            tokio::time::sleep(back).await;
+            let _ = answer.send(if lost {
+                Err(generic("timed out waiting for the answer"))
+            } else {
+                Ok(location)
+            });
+        });
+        answered
+            .await
+            .unwrap_or_else(|_| Err(generic("the request was lost")))
     }
 }
 
@@ -249,9 +296,13 @@ impl ObjectStore for StoreLink {
 
     fn delete_stream(
         &self,
-        _locations: BoxStream<'static, Result<Path>>,
+        locations: BoxStream<'static, Result<Path>>,
     ) -> BoxStream<'static, Result<Path>> {
-        Box::pin(futures::stream::empty())
+        let store = self.0.clone();
+        Box::pin(locations.then(move |location| {
+            let store = store.clone();
+            async move { StoreLink(store).delete_one(location?).await }
+        }))
     }
 
     fn list(&self, _prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {

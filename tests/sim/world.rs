@@ -60,6 +60,10 @@ pub struct Profile {
     pub store_duplicated: f64,
     /// HEAD or GET stalled (its answer, read on arrival, held up to 4 T).
     pub store_read_stall: f64,
+    /// An operation goes to a lock-style path instead of a log object: created if absent,
+    /// deleted through the store if present (so kept create leases are released on
+    /// delete, and re-creates race).
+    pub create_delete: f64,
     /// An operation crashes (its future dropped) at a random point within 3 T.
     pub crash: f64,
     /// Longest pause between a node's operations.
@@ -87,6 +91,7 @@ impl Profile {
             store_known_error_after_retry: 0.03,
             store_duplicated: 0.0,
             store_read_stall: 0.08,
+            create_delete: 0.25,
             crash: 0.15,
             max_think: Duration::from_millis(2500),
             long_think: 0.15,
