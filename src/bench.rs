@@ -368,9 +368,9 @@ impl std::ops::Sub for TableCounts {
     type Output = Self;
     fn sub(self, earlier: Self) -> Self {
         Self {
-            writes: self.writes - earlier.writes,
-            refused: self.refused - earlier.refused,
-            reads: self.reads - earlier.reads,
+            writes: self.writes.saturating_sub(earlier.writes),
+            refused: self.refused.saturating_sub(earlier.refused),
+            reads: self.reads.saturating_sub(earlier.reads),
         }
     }
 }

@@ -109,3 +109,25 @@ async fn releasing_creates_at_once_costs_a_write_and_spares_every_wait() {
         started.elapsed()
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_re_create_by_the_creator_after_a_delete_elsewhere_is_immediate() {
+    // The first process still keeps its create's lease when the second deletes the
+    // object; when the first creates the path again, it releases its own kept lease
+    // instead of waiting it out as a stranger's.
+    let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let table = FaultyTable::new();
+    let first = store(inner.clone(), table.clone(), false);
+    let second = store(inner, table.clone(), false);
+    let path = Path::from("lock/leader");
+
+    create(&first, &path).await;
+    second.delete(&path).await.unwrap();
+    let started = Instant::now();
+    create(&first, &path).await;
+    assert!(
+        started.elapsed() < Duration::from_secs(1),
+        "the re-create waited {:?}",
+        started.elapsed()
+    );
+}

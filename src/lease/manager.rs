@@ -622,6 +622,18 @@ impl LeaseManager {
     {
         use std::sync::atomic::Ordering;
         self.back_off().await;
+        // A create of a path whose earlier create's lease this manager still keeps: the
+        // object was deleted behind our back (a delete through this store releases it), or
+        // the check will fail anyway. Our own record would otherwise be waited out like a
+        // stranger's, for timeout x skew; releasing it first is as safe as any release of a
+        // finished create's lease.
+        let kept = match &self.deferred {
+            Some(deferred) if keep_on_success => lock_deferred(deferred).by_key.remove(path),
+            _ => None,
+        };
+        if let Some(kept) = kept {
+            self.release_quietly(kept).await;
+        }
         let checked_at = self.clock.now();
         // The first check goes out beside the first acquisition attempt (two round trips on
         // the critical path, not three). Its answer still holds under a lease won fresh:

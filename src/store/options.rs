@@ -178,11 +178,18 @@ impl Options {
             return Err(FromOptionsError::NoLeaseTable);
         };
         if let Some((key, name, value)) = store_copy {
+            if copy.is_some() {
+                return Err(FromOptionsError::BadValue {
+                    key,
+                    value,
+                    problem: "a `dynamo:` copy_if_not_exists is given too: give one".into(),
+                });
+            }
             if conditions == crate::Conditions::Lease {
                 return Err(FromOptionsError::BadValue {
                     key,
                     value,
-                    problem: "in the default `lease` mode dynacommit makes copies itself, under                               a lease: drop this option, give `dynamo:TABLE` as for                               conditional_put, or let the store enforce copies with                               `dynacommit_conditions=native` (or `auto`)"
+                    problem: "in the default `lease` mode dynacommit makes copies itself, under a lease: drop this option, give `dynamo:TABLE` as for conditional_put, or let the store enforce copies with `dynacommit_conditions=native` (or `auto`)"
                         .into(),
                 });
             }
@@ -222,7 +229,7 @@ fn conditions_mode(key: &str, value: &str) -> Result<crate::Conditions, FromOpti
         _ => Err(FromOptionsError::BadValue {
             key: key.to_owned(),
             value: value.to_owned(),
-            problem: "expected `lease` (the default: every conditional write under a DynamoDB                       lease), `native` (the store enforces them) or `auto` (probe the store                       once); see docs/protocol.md, \"Condition modes\""
+            problem: "expected `lease` (the default: every conditional write under a DynamoDB lease), `native` (the store enforces them) or `auto` (probe the store once); see docs/protocol.md, \"Condition modes\""
                 .into(),
         }),
     }
