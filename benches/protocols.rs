@@ -13,7 +13,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use bytes::Bytes;
 use common::Counters;
-use common::faults::{ScriptedStore, is_whole};
+use common::faults::{ScriptedStore, is_whole, pause_after_torn_read};
 use common::old_protocol::OldWriter;
 use common::s3::S3Server;
 use dynacommit::bench::{
@@ -192,17 +192,19 @@ impl Target for WholeReads {
         self.0.copy_if_absent(f, t).await
     }
     async fn get(&self, p: &Path) -> Result<Option<(Bytes, String)>, String> {
-        for _ in 0..20 {
+        let mut attempt = 0;
+        loop {
+            attempt += 1;
             match self.0.get(p).await {
                 Ok(Some((body, etag))) if is_whole(&body, &etag) => {
                     return Ok(Some((body, etag)));
                 }
-                Ok(Some(_)) => {}
                 Ok(None) => return Ok(None),
-                Err(_) => {}
+                // Torn, or failed (a read stalled past the request timeout).
+                _ if pause_after_torn_read(attempt).await => {}
+                _ => return Err(format!("{p}: torn or failed {attempt} times in a row")),
             }
         }
-        Err(format!("{p}: torn 20 times"))
     }
     async fn put(&self, p: &Path, b: Bytes) -> Result<(), String> {
         self.0.put(p, b).await

@@ -290,12 +290,8 @@ impl ScriptedStore {
                         extensions,
                     });
                 }
-                // A pause growing with the attempts: back to back, a loaded machine can meet
-                // the same overwrite in progress again and again.
-                _ if attempt < TORN_READ_ATTEMPTS => {
+                _ if pause_after_torn_read(attempt).await => {
                     eprintln!("retrying a torn read of {location}");
-                    tokio::time::sleep(std::time::Duration::from_millis(2 * u64::from(attempt)))
-                        .await;
                 }
                 Ok(_) => {
                     return Err(object_store::Error::Generic {
@@ -313,7 +309,18 @@ impl ScriptedStore {
 }
 
 /// Reads of one object [`ScriptedStore::whole_read`] tries before giving up.
-const TORN_READ_ATTEMPTS: u32 = 40;
+pub const TORN_READ_ATTEMPTS: u32 = 40;
+
+/// After torn (or failed) read number `attempt` of one object on s3rver: whether to read
+/// again, after a pause that grows with the attempts (back to back, a loaded machine can
+/// meet the same overwrite in progress again and again).
+pub async fn pause_after_torn_read(attempt: u32) -> bool {
+    if attempt >= TORN_READ_ATTEMPTS {
+        return false;
+    }
+    tokio::time::sleep(std::time::Duration::from_millis(2 * u64::from(attempt))).await;
+    true
+}
 
 impl std::fmt::Display for ScriptedStore {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
