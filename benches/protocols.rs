@@ -514,6 +514,36 @@ fn since(before: [u64; 5], after: [u64; 5]) -> [u64; 5] {
     std::array::from_fn(|i| after[i] - before[i])
 }
 
+fn add(total: &mut [u64; 5], counted: [u64; 5]) {
+    for (t, c) in total.iter_mut().zip(counted) {
+        *t += c;
+    }
+}
+
+/// The targets' indices in the order of `round`: each round starts one further along, so
+/// no target always follows another.
+fn rotated(round: usize, targets: usize) -> impl Iterator<Item = usize> {
+    (0..targets).cycle().skip(round).take(targets)
+}
+
+/// Prints, for every target but ours, the median and spread of the per-round ratios of
+/// ours to it of `values` (one list of per-round figures per target).
+fn round_ratios(cs: &[Contender], ours: usize, values: &[Vec<f64>], what: &str) {
+    for (k, c) in cs.iter().enumerate().filter(|(k, _)| *k != ours) {
+        let mut per_round: Vec<f64> = values[ours]
+            .iter()
+            .zip(&values[k])
+            .map(|(a, b)| a / b)
+            .collect();
+        println!(
+            "dynacommit / {}: {what} {} over {} rounds\n",
+            c.name,
+            show(spread(&mut per_round)),
+            per_round.len()
+        );
+    }
+}
+
 async fn run_server(server: S3Server, label: &str, sizes: Sizes) {
     let Sizes {
         creates,
@@ -529,14 +559,12 @@ async fn run_server(server: S3Server, label: &str, sizes: Sizes) {
     println!("\n## {label}\n");
     let cs = contenders(server, 20_000).await;
     let base = Path::from(format!("bench-{:08x}", rand::random::<u32>()));
+    // Where a target's objects of one scenario (or round) go.
+    let under =
+        |c: &Contender, scenario: &str| base.clone().join(c.name.replace(' ', "_")).join(scenario);
     let lanes = |cs: &[Contender], scenario: &str| -> Vec<(String, Path)> {
         cs.iter()
-            .map(|c| {
-                (
-                    c.name.to_owned(),
-                    base.clone().join(c.name.replace(' ', "_")).join(scenario),
-                )
-            })
+            .map(|c| (c.name.to_owned(), under(c, scenario)))
             .collect()
     };
     let ours = cs.iter().position(|c| c.name == "dynacommit").unwrap();
@@ -625,22 +653,16 @@ async fn run_server(server: S3Server, label: &str, sizes: Sizes) {
         let mut walls = vec![Vec::new(); cs.len()];
         let mut totals = vec![[0; 5]; cs.len()];
         for round in 0..rounds {
-            for k in (0..cs.len()).cycle().skip(round).take(cs.len()) {
+            for k in rotated(round, cs.len()) {
                 let c = &cs[k];
                 let before = counts(c);
-                let path = base
-                    .clone()
-                    .join(c.name.replace(' ', "_"))
-                    .join(format!("RACE-{round}"));
+                let path = under(c, &format!("RACE-{round}"));
                 let wall = bench::increment_race(&*c.target, &path, workers, increments)
                     .await
                     .unwrap();
                 c.target.settled().await;
                 walls[k].push(wall.as_secs_f64() * 1e3);
-                let got = since(before, counts(c));
-                for i in 0..5 {
-                    totals[k][i] += got[i];
-                }
+                add(&mut totals[k], since(before, counts(c)));
             }
         }
         let commits = (rounds * workers * increments) as f64;
@@ -662,18 +684,7 @@ async fn run_server(server: S3Server, label: &str, sizes: Sizes) {
             );
         }
         println!();
-        for (k, c) in cs.iter().enumerate().filter(|(k, _)| *k != ours) {
-            let mut per_round: Vec<f64> = walls[ours]
-                .iter()
-                .zip(&walls[k])
-                .map(|(a, b)| a / b)
-                .collect();
-            println!(
-                "dynacommit / {}: wall {} over {rounds} rounds\n",
-                c.name,
-                show(spread(&mut per_round))
-            );
-        }
+        round_ratios(&cs, ours, &walls, "wall");
     }
 
     if wanted(6) {
@@ -688,23 +699,17 @@ async fn run_server(server: S3Server, label: &str, sizes: Sizes) {
         let mut totals = vec![[0; 5]; cs.len()];
         let mut conflicts = vec![0; cs.len()];
         for round in 0..log_rounds {
-            for k in (0..cs.len()).cycle().skip(round).take(cs.len()) {
+            for k in rotated(round, cs.len()) {
                 let c = &cs[k];
                 let before = counts(c);
-                let prefix = base
-                    .clone()
-                    .join(c.name.replace(' ', "_"))
-                    .join(format!("LOG-{round}"));
+                let prefix = under(c, &format!("LOG-{round}"));
                 let writers: Vec<_> = (0..log_writers).map(|_| (c.new_writer)()).collect();
                 let report = bench::log_race(writers, c.reader.clone(), &prefix, log_commits)
                     .await
                     .unwrap_or_else(|e| panic!("{}: {e}", c.name));
                 rates[k].push(report.committed as f64 / report.elapsed.as_secs_f64());
                 conflicts[k] += report.conflicts;
-                let got = since(before, counts(c));
-                for i in 0..5 {
-                    totals[k][i] += got[i];
-                }
+                add(&mut totals[k], since(before, counts(c)));
             }
         }
         let commits = (log_rounds * log_writers * log_commits) as f64;
@@ -720,18 +725,7 @@ async fn run_server(server: S3Server, label: &str, sizes: Sizes) {
             );
         }
         println!();
-        for (k, c) in cs.iter().enumerate().filter(|(k, _)| *k != ours) {
-            let mut per_round: Vec<f64> = rates[ours]
-                .iter()
-                .zip(&rates[k])
-                .map(|(a, b)| a / b)
-                .collect();
-            println!(
-                "dynacommit / {}: commits/s {} over {log_rounds} rounds\n",
-                c.name,
-                show(spread(&mut per_round))
-            );
-        }
+        round_ratios(&cs, ours, &rates, "commits/s");
     }
 
     if wanted(7) {
@@ -748,11 +742,10 @@ async fn run_server(server: S3Server, label: &str, sizes: Sizes) {
             .filter(|c| c.name == "dynacommit" || c.name == "object_store 0.12.5")
         {
             let before = counts(c);
-            let base = base.clone().join(c.name.replace(' ', "_")).join("SCALE");
             let scale = bench::scale(
                 &*c.new_writer,
                 c.reader.clone(),
-                &base,
+                &under(c, "SCALE"),
                 logs,
                 per_log,
                 scale_commits,

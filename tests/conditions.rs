@@ -242,19 +242,12 @@ async fn the_probe_runs_under_the_probe_path() {
             table.clone(),
         ))
     };
-    let leases = || {
-        LeaseManager::new(
-            Arc::new(dynacommit::lease::MemoryLeaseTable::new()),
-            common::test_lease_config("memory"),
-        )
-        .unwrap()
-    };
-
-    let at_root = CommitStore::new(restricted(), leases()).with_conditions(Conditions::Auto);
+    let at_root =
+        CommitStore::new(restricted(), common::memory_leases()).with_conditions(Conditions::Auto);
     let refused = at_root.enforced().await.unwrap_err().to_string();
     assert!(refused.contains(".dynacommit-probe"), "{refused}");
 
-    let under = CommitStore::new(restricted(), leases())
+    let under = CommitStore::new(restricted(), common::memory_leases())
         .with_conditions(Conditions::Auto)
         .with_probe_path(table.clone());
     assert!(under.enforced().await.unwrap().create);

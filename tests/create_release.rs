@@ -33,12 +33,24 @@ fn store(inner: Arc<dyn ObjectStore>, table: Arc<FaultyTable>, at_once: bool) ->
     CommitStore::new(inner, leases)
 }
 
-async fn create(store: &CommitStore, path: &Path) {
+/// Two processes (a lease manager each) on one table and one store.
+fn two_processes(at_once: bool) -> (CommitStore, CommitStore, Arc<FaultyTable>) {
+    let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let table = FaultyTable::new();
+    let first = store(inner.clone(), table.clone(), at_once);
+    let second = store(inner, table.clone(), at_once);
+    (first, second, table)
+}
+
+/// Creates `path` and waits for the store's background work; returns how long it took.
+async fn create(store: &CommitStore, path: &Path) -> Duration {
+    let started = Instant::now();
     store
         .put_opts(path, "commit".into(), PutMode::Create.into())
         .await
         .unwrap();
     store.leases().settled().await;
+    started.elapsed()
 }
 
 #[tokio::test(start_paused = true)]
@@ -62,12 +74,10 @@ async fn a_create_writes_one_lease_and_a_delete_through_the_store_frees_the_path
         "the delete released the create's lease"
     );
 
-    let started = Instant::now();
-    create(&store, &path).await;
+    let took = create(&store, &path).await;
     assert!(
-        started.elapsed() < Duration::from_secs(1),
-        "the re-create waited {:?}",
-        started.elapsed()
+        took < Duration::from_secs(1),
+        "the re-create waited {took:?}"
     );
     assert_eq!(table.writes().len(), 3);
 }
@@ -77,37 +87,25 @@ async fn a_delete_elsewhere_leaves_the_re_create_to_wait_for_expiry() {
     // Two processes on one table and store: the first creates, the second deletes and
     // creates again. The first's lease is not the second's to release, so the second
     // waits it out, as object_store 0.12.5 always did.
-    let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-    let table = FaultyTable::new();
-    let first = store(inner.clone(), table.clone(), false);
-    let second = store(inner, table.clone(), false);
+    let (first, second, _) = two_processes(false);
     let path = Path::from("lock/leader");
 
     create(&first, &path).await;
     second.delete(&path).await.unwrap();
-    let started = Instant::now();
-    create(&second, &path).await;
-    assert!(started.elapsed() >= EXPIRY, "{:?}", started.elapsed());
+    let took = create(&second, &path).await;
+    assert!(took >= EXPIRY, "{took:?}");
 }
 
 #[tokio::test(start_paused = true)]
 async fn releasing_creates_at_once_costs_a_write_and_spares_every_wait() {
-    let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-    let table = FaultyTable::new();
-    let first = store(inner.clone(), table.clone(), true);
-    let second = store(inner, table.clone(), true);
+    let (first, second, table) = two_processes(true);
     let path = Path::from("lock/leader");
 
     create(&first, &path).await;
     assert_eq!(table.writes().len(), 2, "acquire and release");
     second.delete(&path).await.unwrap();
-    let started = Instant::now();
-    create(&second, &path).await;
-    assert!(
-        started.elapsed() < Duration::from_secs(1),
-        "{:?}",
-        started.elapsed()
-    );
+    let took = create(&second, &path).await;
+    assert!(took < Duration::from_secs(1), "{took:?}");
 }
 
 #[tokio::test(start_paused = true)]
@@ -115,19 +113,14 @@ async fn a_re_create_by_the_creator_after_a_delete_elsewhere_is_immediate() {
     // The first process still keeps its create's lease when the second deletes the
     // object; when the first creates the path again, it releases its own kept lease
     // instead of waiting it out as a stranger's.
-    let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
-    let table = FaultyTable::new();
-    let first = store(inner.clone(), table.clone(), false);
-    let second = store(inner, table.clone(), false);
+    let (first, second, _) = two_processes(false);
     let path = Path::from("lock/leader");
 
     create(&first, &path).await;
     second.delete(&path).await.unwrap();
-    let started = Instant::now();
-    create(&first, &path).await;
+    let took = create(&first, &path).await;
     assert!(
-        started.elapsed() < Duration::from_secs(1),
-        "the re-create waited {:?}",
-        started.elapsed()
+        took < Duration::from_secs(1),
+        "the re-create waited {took:?}"
     );
 }

@@ -443,16 +443,18 @@ impl LeaseManager {
     /// this manager kept unreleased, if any: call once the object is deleted, so that it
     /// can be created again at once. A no-op otherwise.
     pub fn release_deferred(&self, path: &str) {
-        let Some(deferred) = &self.deferred else {
-            return;
-        };
-        let lease = lock_deferred(deferred).by_key.remove(path);
-        if let Some(lease) = lease {
+        if let Some(lease) = self.take_deferred(path) {
             // Off the delete's path: a DynamoDB outage must not hold up deletes that
             // succeeded, and a re-create that comes first sees the release on its next
             // poll ([`settled`](Self::settled) waits for it).
             self.release_in_background(lease);
         }
+    }
+
+    /// The kept lease of the create of `path`, taken out of the keeping, if any.
+    fn take_deferred(&self, path: &str) -> Option<Lease> {
+        let deferred = self.deferred.as_ref()?;
+        lock_deferred(deferred).by_key.remove(path)
     }
 
     /// Reads time from `clock` instead of the system's (a simulation gives every writer a
@@ -627,9 +629,10 @@ impl LeaseManager {
         // the check will fail anyway. Our own record would otherwise be waited out like a
         // stranger's, for timeout x skew; releasing it first is as safe as any release of a
         // finished create's lease.
-        let kept = match &self.deferred {
-            Some(deferred) if keep_on_success => lock_deferred(deferred).by_key.remove(path),
-            _ => None,
+        let kept = if keep_on_success {
+            self.take_deferred(path)
+        } else {
+            None
         };
         if let Some(kept) = kept {
             self.release_quietly(kept).await;
@@ -815,10 +818,7 @@ impl LeaseManager {
         }
         let losses = self.losses.in_a_row.load(Ordering::Relaxed).min(4);
         let poll = self.config.poll_interval;
-        let hold = match self.hold_micros.load(Ordering::Relaxed) {
-            0 => poll / 16,
-            micros => Duration::from_micros(micros),
-        };
+        let hold = self.average_hold().unwrap_or(poll / 16);
         // Never longer than a lease: a pause is to spread writers, not to outwait them.
         let bound = (hold * (1 << losses)).min(poll).min(self.config.timeout);
         self.clock.sleep(self.clock.random_pause(bound)).await;
@@ -849,11 +849,20 @@ impl LeaseManager {
     /// interval.
     fn first_pause(&self, seen: &LeaseRecord) -> Duration {
         let poll = self.config.poll_interval;
-        let hold = self.hold_micros.load(std::sync::atomic::Ordering::Relaxed);
-        if seen.generation != 0 || seen.released || hold == 0 {
-            return (poll / 16).max(Duration::from_millis(1));
+        match self.average_hold() {
+            Some(hold) if seen.generation == 0 && !seen.released => {
+                hold.clamp(Duration::from_millis(1).min(poll), poll)
+            }
+            _ => (poll / 16).max(Duration::from_millis(1)),
         }
-        Duration::from_micros(hold).clamp(Duration::from_millis(1).min(poll), poll)
+    }
+
+    /// The moving average of this manager's holds (see `note_hold`), once there is one.
+    fn average_hold(&self) -> Option<Duration> {
+        match self.hold_micros.load(std::sync::atomic::Ordering::Relaxed) {
+            0 => None,
+            micros => Some(Duration::from_micros(micros)),
+        }
     }
 
     /// Takes `lease`, starting as `start` says: a check beside the first attempt, or a
