@@ -80,11 +80,23 @@ impl Sizes {
         scale: (2, 2, 2),
     };
 
+    /// The sizes of this run: [`FULL`](Self::FULL) or [`SMOKE`](Self::SMOKE), with the
+    /// rounds of the races (2 and 6) set by `DYNACOMMIT_BENCH_ROUNDS` if given (a race's
+    /// spread is 20-30% a round: telling a 10% change needs many).
     fn from_env() -> Self {
-        match std::env::var("DYNACOMMIT_BENCH_SMOKE") {
+        let mut sizes = match std::env::var("DYNACOMMIT_BENCH_SMOKE") {
             Ok(v) if !v.is_empty() && v != "0" => Self::SMOKE,
             _ => Self::FULL,
+        };
+        if let Some(rounds) = std::env::var("DYNACOMMIT_BENCH_ROUNDS")
+            .ok()
+            .and_then(|v| v.trim().parse::<usize>().ok())
+            .filter(|&n| n > 0)
+        {
+            sizes.race.2 = rounds;
+            sizes.log_race.2 = rounds;
         }
+        sizes
     }
 }
 
@@ -288,6 +300,11 @@ impl Target for Timed {
     }
 }
 
+/// Makes a log-race writer (see [`Contender`]).
+type NewWriter = Box<dyn Fn() -> Arc<dyn LogWriter>>;
+/// Makes an increment-race worker (see [`Contender`]).
+type NewTarget = Box<dyn Fn() -> Box<dyn Target>>;
+
 struct Contender {
     name: &'static str,
     target: Box<dyn Target>,
@@ -295,7 +312,10 @@ struct Contender {
     /// each with a lease manager of its own, over the same counted store and table (a
     /// manager adapts to what its own writes meet); the others share the target's store,
     /// having no such state.
-    new_writer: Box<dyn Fn() -> Arc<dyn LogWriter>>,
+    new_writer: NewWriter,
+    /// A worker of the increment race (2b) as a process of its own would be, in the same
+    /// sense as `new_writer`.
+    new_target: NewTarget,
     /// A plain store on the same bucket, uncounted, for checking a race's outcome.
     reader: Arc<dyn ObjectStore>,
     /// Its S3 requests (and 0.12.5's DynamoDB requests, counted in its HTTP connector).
@@ -336,18 +356,27 @@ async fn dynacommit(
         )
     };
     let store = commit_store();
-    let new_writer: Box<dyn Fn() -> Arc<dyn LogWriter>> = if conditions == Conditions::Auto {
+    let (new_writer, new_target): (NewWriter, NewTarget) = if conditions == Conditions::Auto {
         // Native writes keep no state; one probe serves every writer.
         eprintln!("{name}: {}", store.enforced().await.unwrap());
-        let store = store.clone();
-        Box::new(move || store.clone() as Arc<dyn LogWriter>)
+        let (writer, target) = (store.clone(), store.clone());
+        (
+            Box::new(move || writer.clone() as Arc<dyn LogWriter>),
+            Box::new(move || Box::new(CommitTarget(target.clone())) as Box<dyn Target>),
+        )
     } else {
-        Box::new(move || commit_store() as Arc<dyn LogWriter>)
+        let commit_store = Arc::new(commit_store);
+        let other = commit_store.clone();
+        (
+            Box::new(move || commit_store() as Arc<dyn LogWriter>),
+            Box::new(move || Box::new(CommitTarget(other())) as Box<dyn Target>),
+        )
     };
     Contender {
         name,
         target: Box::new(CommitTarget(store)),
         new_writer,
+        new_target,
         reader,
         counters,
         table: Some(counted),
@@ -392,9 +421,10 @@ async fn contenders(server: S3Server, timeout_ms: u64) -> Vec<Contender> {
         name: "object_store 0.12.5",
         target: Box::new(OldTarget(store.clone())),
         new_writer: {
-            let writer: Arc<dyn LogWriter> = Arc::new(OldWriter(store));
+            let writer: Arc<dyn LogWriter> = Arc::new(OldWriter(store.clone()));
             Box::new(move || writer.clone())
         },
+        new_target: Box::new(move || Box::new(OldTarget(store.clone()))),
         reader: reader.clone(),
         counters,
         table: None,
@@ -429,9 +459,10 @@ async fn contenders(server: S3Server, timeout_ms: u64) -> Vec<Contender> {
             name: "native conditional PUT",
             target: Box::new(StoreTarget(store.clone())),
             new_writer: {
-                let writer: Arc<dyn LogWriter> = Arc::new(StoreWriter(store));
+                let writer: Arc<dyn LogWriter> = Arc::new(StoreWriter(store.clone()));
                 Box::new(move || writer.clone())
             },
+            new_target: Box::new(move || Box::new(StoreTarget(store.clone()))),
             reader: reader.clone(),
             counters,
             table: None,
@@ -441,20 +472,34 @@ async fn contenders(server: S3Server, timeout_ms: u64) -> Vec<Contender> {
     if matches!(server, S3Server::S3rver) {
         out = out
             .into_iter()
-            .map(|c| Contender {
-                target: Box::new(WholeReads(c.target)),
-                ..c
+            .map(|c| {
+                let new_target = c.new_target;
+                Contender {
+                    target: Box::new(WholeReads(c.target)),
+                    new_target: Box::new(move || Box::new(WholeReads(new_target()))),
+                    ..c
+                }
             })
             .collect();
     }
     out.into_iter()
-        .map(|c| Contender {
-            target: Box::new(Timed {
-                name: c.name,
-                inner: c.target,
-                slow: c.slow.clone(),
-            }),
-            ..c
+        .map(|c| {
+            let (name, slow, new_target) = (c.name, c.slow.clone(), c.new_target);
+            Contender {
+                target: Box::new(Timed {
+                    name: c.name,
+                    inner: c.target,
+                    slow: c.slow.clone(),
+                }),
+                new_target: Box::new(move || {
+                    Box::new(Timed {
+                        name,
+                        inner: new_target(),
+                        slow: slow.clone(),
+                    })
+                }),
+                ..c
+            }
         })
         .collect()
 }
@@ -641,50 +686,76 @@ async fn run_server(server: S3Server, label: &str, sizes: Sizes) {
     }
 
     if wanted(2) {
-        println!(
-            "\n### 2. object_store's race: {workers} workers x {increments} increments ({rounds} rounds, the order rotated)\n"
-        );
-        println!(
-            "| target | wall ms, median (spread) | DynamoDB writes/commit | failed DynamoDB writes/commit | DynamoDB reads/commit | S3 5xx answers | operations over {} ms |",
-            SLOW.as_millis()
-        );
-        println!("|---|---|---|---|---|---|---|");
-        let slow_before: Vec<u64> = cs.iter().map(|c| c.slow.load(Ordering::Relaxed)).collect();
-        let mut walls = vec![Vec::new(); cs.len()];
-        let mut totals = vec![[0; 5]; cs.len()];
-        for round in 0..rounds {
-            for k in rotated(round, cs.len()) {
-                let c = &cs[k];
-                let before = counts(c);
-                let path = under(c, &format!("RACE-{round}"));
-                let wall = bench::increment_race(&*c.target, &path, workers, increments)
-                    .await
-                    .unwrap();
-                c.target.settled().await;
-                walls[k].push(wall.as_secs_f64() * 1e3);
-                add(&mut totals[k], since(before, counts(c)));
-            }
-        }
-        let commits = (rounds * workers * increments) as f64;
-        for (k, c) in cs.iter().enumerate() {
-            let [_, w, f, r, errors] = totals[k];
+        // 2: the workers share one store, as object_store's race helper does (so
+        // dynacommit's share one lease manager, whose queue settles their races); 2b:
+        // each has a store of its own, as processes would.
+        for (label, own) in [
+            (
+                "2. object_store's race, the workers sharing one store",
+                false,
+            ),
+            ("2b. The same race, each worker a store of its own", true),
+        ] {
             println!(
-                "| {} | {} | {:.2} | {:.2} | {:.2} | {} | {} |",
-                c.name,
-                show(spread(&mut walls[k].clone())),
-                w as f64 / commits,
-                f as f64 / commits,
-                r as f64 / commits,
-                if c.name == "object_store 0.12.5" {
-                    errors.to_string()
-                } else {
-                    "-".into()
-                },
-                c.slow.load(Ordering::Relaxed) - slow_before[k]
+                "\n### {label}: {workers} workers x {increments} increments ({rounds} rounds, the order rotated)\n"
             );
+            println!(
+                "| target | wall ms, median (spread) | hand-overs/commit | DynamoDB writes/commit | failed DynamoDB writes/commit | DynamoDB reads/commit | S3 5xx answers | operations over {} ms |",
+                SLOW.as_millis()
+            );
+            println!("|---|---|---|---|---|---|---|---|");
+            let slow_before: Vec<u64> = cs.iter().map(|c| c.slow.load(Ordering::Relaxed)).collect();
+            let mut walls = vec![Vec::new(); cs.len()];
+            let mut handovers = vec![0; cs.len()];
+            let mut totals = vec![[0; 5]; cs.len()];
+            for round in 0..rounds {
+                for k in rotated(round, cs.len()) {
+                    let c = &cs[k];
+                    let before = counts(c);
+                    let path = under(c, &format!("RACE-{}{round}", if own { "OWN-" } else { "" }));
+                    let targets: Vec<Box<dyn Target>> = if own {
+                        (0..workers).map(|_| (c.new_target)()).collect()
+                    } else {
+                        Vec::new()
+                    };
+                    let refs: Vec<&dyn Target> = if own {
+                        targets.iter().map(|t| &**t).collect()
+                    } else {
+                        vec![&*c.target; workers]
+                    };
+                    let run = bench::increment_race(&refs, &path, increments)
+                        .await
+                        .unwrap();
+                    for t in &refs {
+                        t.settled().await;
+                    }
+                    walls[k].push(run.elapsed.as_secs_f64() * 1e3);
+                    handovers[k] += run.handovers;
+                    add(&mut totals[k], since(before, counts(c)));
+                }
+            }
+            let commits = (rounds * workers * increments) as f64;
+            for (k, c) in cs.iter().enumerate() {
+                let [_, w, f, r, errors] = totals[k];
+                println!(
+                    "| {} | {} | {:.2} | {:.2} | {:.2} | {:.2} | {} | {} |",
+                    c.name,
+                    show(spread(&mut walls[k].clone())),
+                    handovers[k] as f64 / commits,
+                    w as f64 / commits,
+                    f as f64 / commits,
+                    r as f64 / commits,
+                    if c.name == "object_store 0.12.5" {
+                        errors.to_string()
+                    } else {
+                        "-".into()
+                    },
+                    c.slow.load(Ordering::Relaxed) - slow_before[k]
+                );
+            }
+            println!();
+            round_ratios(&cs, ours, &walls, "wall");
         }
-        println!();
-        round_ratios(&cs, ours, &walls, "wall");
     }
 
     if wanted(6) {
@@ -875,11 +946,18 @@ async fn main() {
         std::thread::available_parallelism().map_or(0, |n| n.get()),
         std::env::consts::ARCH
     );
-    run_server(
-        S3Server::SeaweedFs,
-        "SeaweedFS 4.48 + DynamoDB Local",
-        sizes,
-    )
-    .await;
-    run_server(S3Server::S3rver, "s3rver 3.7.1 + DynamoDB Local", sizes).await;
+    // `DYNACOMMIT_BENCH_SERVERS=seaweedfs` (or `s3rver`) runs on one server only.
+    let servers = std::env::var("DYNACOMMIT_BENCH_SERVERS").unwrap_or_default();
+    let on = |name: &str| servers.is_empty() || servers.split(',').any(|s| s.trim() == name);
+    if on("seaweedfs") {
+        run_server(
+            S3Server::SeaweedFs,
+            "SeaweedFS 4.48 + DynamoDB Local",
+            sizes,
+        )
+        .await;
+    }
+    if on("s3rver") {
+        run_server(S3Server::S3rver, "s3rver 3.7.1 + DynamoDB Local", sizes).await;
+    }
 }

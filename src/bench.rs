@@ -215,47 +215,88 @@ pub async fn uncontended_create(
     .await
 }
 
-/// Scenario 2: object_store's own race: `workers` each incrementing a counter at `path`
-/// `increments` times with read-then-conditional-update. Returns the wall time after
-/// checking the final count.
+/// Scenario 2: object_store's own race: a worker per target in `workers`, each
+/// incrementing a counter at `path` `increments` times with read-then-conditional-update.
+/// Checks the final count. The workers may share one target (as object_store's race
+/// helper shares one store) or each have one of its own (as processes would).
 pub async fn increment_race(
-    t: &dyn Target,
+    workers: &[&dyn Target],
     path: &Path,
-    workers: usize,
     increments: usize,
-) -> Result<Duration, String> {
-    let started = Instant::now();
-    let worker = || async {
-        for _ in 0..increments {
-            loop {
-                let done = match t.get(path).await? {
-                    Some((body, etag)) => {
-                        let n: usize = std::str::from_utf8(&body)
-                            .ok()
-                            .and_then(|s| s.parse().ok())
-                            .ok_or_else(|| format!("counter holds {body:?}"))?;
-                        t.update(path, Bytes::from((n + 1).to_string()), &etag)
-                            .await?
-                    }
-                    None => t.create(path, Bytes::from_static(b"1")).await?,
-                };
-                if done {
-                    break;
-                }
-            }
-        }
-        Ok::<(), String>(())
+) -> Result<IncrementRace, String> {
+    let Some(&first) = workers.first() else {
+        return Err("the increment race needs at least one worker".into());
     };
-    futures::future::try_join_all((0..workers).map(|_| worker())).await?;
+    let started = Instant::now();
+    // Which worker made each increment, in the order they succeeded.
+    let winners = std::sync::Mutex::new(Vec::with_capacity(workers.len() * increments));
+    futures::future::try_join_all(
+        workers
+            .iter()
+            .enumerate()
+            .map(|(me, t)| increment(*t, me, path, increments, &winners)),
+    )
+    .await?;
     let elapsed = started.elapsed();
-    let final_count = t.get(path).await?.map(|(b, _)| b).unwrap_or_default();
-    let expected = (workers * increments).to_string();
+    let final_count = first.get(path).await?.map(|(b, _)| b).unwrap_or_default();
+    let expected = (workers.len() * increments).to_string();
     if final_count.as_ref() != expected.as_bytes() {
         return Err(format!(
             "the counter ended at {final_count:?}, not {expected}: increments were lost"
         ));
     }
-    Ok(elapsed)
+    let winners = winners
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    Ok(IncrementRace {
+        elapsed,
+        handovers: winners.windows(2).filter(|w| w[0] != w[1]).count(),
+    })
+}
+
+/// One worker of [`increment_race`]: `increments` increments of the counter at `path`,
+/// each noted in `winners` as worker `me`'s.
+async fn increment(
+    t: &dyn Target,
+    me: usize,
+    path: &Path,
+    increments: usize,
+    winners: &std::sync::Mutex<Vec<usize>>,
+) -> Result<(), String> {
+    for _ in 0..increments {
+        loop {
+            let done = match t.get(path).await? {
+                Some((body, etag)) => {
+                    let n: usize = std::str::from_utf8(&body)
+                        .ok()
+                        .and_then(|s| s.parse().ok())
+                        .ok_or_else(|| format!("counter holds {body:?}"))?;
+                    t.update(path, Bytes::from((n + 1).to_string()), &etag)
+                        .await?
+                }
+                None => t.create(path, Bytes::from_static(b"1")).await?,
+            };
+            if done {
+                winners
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .push(me);
+                break;
+            }
+        }
+    }
+    Ok(())
+}
+
+/// What one [`increment_race`] measured.
+#[derive(Debug, Clone, Copy)]
+pub struct IncrementRace {
+    /// The race's wall time.
+    pub elapsed: Duration,
+    /// How often the next increment was another worker's than the last: each is a
+    /// contended hand-over (the losers' retries met the winner's next try), where a run of
+    /// one worker's increments in a row costs no waiting at all.
+    pub handovers: usize,
 }
 
 /// Scenario 3: `rounds` of create, delete, create again at one path per lane; returns

@@ -32,15 +32,17 @@ struct Fixture {
 }
 
 impl Fixture {
-    /// With a latency layer: fails unless readers really overlapped writers (else a race
-    /// helper passing proves nothing about the race).
+    /// With a latency layer: fails unless the workers' requests really overlapped (else a
+    /// race helper passing proves nothing about the race). Reads need not overlap puts:
+    /// the helper's workers share one store, whose lease manager queues their conditional
+    /// puts of one version (`src/lease/queue.rs`), and a worker behind a success learns
+    /// it lost without reading; so the workers read together, after each success.
     fn assert_interleaved(&self) {
         let Some(latent) = &self.latent else { return };
         let max = latent.max_in_flight.load(SeqCst);
         let reads = latent.reads_during_puts.load(SeqCst);
         eprintln!("at most {max} requests in flight at once; {reads} reads during a put");
         assert!(max > 1, "requests never overlapped");
-        assert!(reads > 0, "no read ever overlapped a put");
     }
 }
 

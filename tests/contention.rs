@@ -8,7 +8,7 @@ mod common;
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::faults::{FaultyTable, ScriptedStore};
+use common::faults::{FaultyTable, LatentStore, ScriptedStore};
 use dynacommit::CommitStore;
 use dynacommit::lease::{LeaseConfig, LeaseManager, LeaseTable};
 use object_store::memory::InMemory;
@@ -134,4 +134,80 @@ async fn a_waiter_looks_for_a_commits_outcome_after_about_one_hold() {
         waited >= Duration::from_millis(2) && waited < Duration::from_millis(5),
         "learned the outcome after {waited:?}"
     );
+}
+
+/// Tasks sharing one store (so one lease manager) that race to change one object take the
+/// lease in turn: the first runs the protocol, and those behind its success learn that
+/// they lost without a request, where writers of their own each send a PutItem that is
+/// refused.
+#[tokio::test(start_paused = true)]
+async fn tasks_sharing_a_store_take_a_lease_in_turn_and_the_beaten_send_nothing() {
+    let objects = Arc::new(InMemory::new());
+    let table = FaultyTable::new();
+    let config = common::test_lease_config("memory");
+    let counters = Arc::new(common::Counters::default());
+    // Every request takes 2 ms and writes 5 ms more, so that all eight are queued before
+    // the first one's write is sent (a task queued after that learns nothing from it: the
+    // write may have landed before it came).
+    let latent: Arc<dyn ObjectStore> = Arc::new(LatentStore::new(objects.clone(), 2..3));
+    let counted: Arc<dyn ObjectStore> = Arc::new(ScriptedStore {
+        counters: Some(counters.clone()),
+        ..ScriptedStore::slow(latent, Duration::from_millis(5))
+    });
+    let s3 = || counters.s3.load(std::sync::atomic::Ordering::SeqCst);
+    let shared = writer(counted.clone(), &table, &config);
+
+    // Eight creates of one path at once.
+    let created = futures::future::join_all((0..8).map(|_| create(&shared, "log/0.json"))).await;
+    assert_eq!(created.iter().filter(|won| **won).count(), 1, "{created:?}");
+    assert_eq!(table.refused(), 0, "a task sent a PutItem that was refused");
+    assert_eq!(table.writes().len(), 1, "one lease, kept for a delete");
+    assert_eq!(
+        s3(),
+        2,
+        "the winner's HEAD and PUT; the beaten sent nothing"
+    );
+
+    // Eight updates from the one ETag at once.
+    let path = Path::from("pointer");
+    let etag = objects.put(&path, "v0".into()).await.unwrap().e_tag;
+    let (writes, s3_before) = (table.writes().len(), s3());
+    let swapped =
+        futures::future::join_all((0..8).map(|_| swap(&shared, &path, &etag, "v1"))).await;
+    shared.leases().settled().await;
+    assert_eq!(swapped.iter().filter(|won| **won).count(), 1, "{swapped:?}");
+    assert_eq!(table.refused(), 0);
+    assert_eq!(
+        table.writes().len() - writes,
+        2,
+        "the lease and its release"
+    );
+    assert_eq!(s3() - s3_before, 2);
+
+    // The same race between writers of their own (a manager each, as processes): every
+    // loser's PutItem is refused. This is what the queue spares, and shows the counts
+    // above can fail.
+    let etag = objects.put(&path, "v2".into()).await.unwrap().e_tag;
+    let (refused, s3_before) = (table.refused(), s3());
+    let own: Vec<_> = (0..8)
+        .map(|_| writer(counted.clone(), &table, &config))
+        .collect();
+    let swapped = futures::future::join_all(own.iter().map(|w| swap(w, &path, &etag, "v3"))).await;
+    assert_eq!(swapped.iter().filter(|won| **won).count(), 1, "{swapped:?}");
+    assert_eq!(table.refused() - refused, 7);
+    assert!(s3() - s3_before > 2);
+}
+
+/// Replaces `path` at `etag` with `body`: `true` if this call did, `false` if the ETag had
+/// changed.
+async fn swap(store: &CommitStore, path: &Path, etag: &Option<String>, body: &'static str) -> bool {
+    let mode = PutMode::Update(object_store::UpdateVersion {
+        e_tag: etag.clone(),
+        version: None,
+    });
+    match store.put_opts(path, body.into(), mode.into()).await {
+        Ok(_) => true,
+        Err(object_store::Error::Precondition { .. }) => false,
+        Err(e) => panic!("updating {path}: {e}"),
+    }
 }

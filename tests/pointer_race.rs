@@ -21,9 +21,10 @@ use object_store::path::Path;
 const WRITERS: usize = 8;
 const SWAPS: usize = 20;
 
-fn writers(store: &Arc<dyn ObjectStore>) -> Vec<Arc<dyn PointerWriter>> {
+/// `WRITERS` writers spread over `stores` (processes) in turn.
+fn writers(stores: &[Arc<dyn ObjectStore>]) -> Vec<Arc<dyn PointerWriter>> {
     (0..WRITERS)
-        .map(|_| Arc::new(StoreWriter(store.clone())) as Arc<dyn PointerWriter>)
+        .map(|i| Arc::new(StoreWriter(stores[i % stores.len()].clone())) as Arc<dyn PointerWriter>)
         .collect()
 }
 
@@ -64,11 +65,18 @@ async fn eight_writers_twenty_swaps_each_through_commit_store_on_s3rver_lose_non
             .fresh_store(S3ConditionalPut::ETagMatch)
             .await,
     );
-    let leases = common::dynamo_leases().await;
-    let store: Arc<dyn ObjectStore> = Arc::new(CommitStore::new(inner.clone(), leases));
-    let report = pointer::run(writers(&store), inner, &Path::from("table"), SWAPS, None)
-        .await
-        .unwrap();
+    // Four processes of two writers each: races within a process meet in its manager's
+    // queue, races between processes in the table.
+    let processes = common::processes(&inner, &common::dynamo_leases().await, 4);
+    let report = pointer::run(
+        writers(&processes),
+        inner,
+        &Path::from("table"),
+        SWAPS,
+        None,
+    )
+    .await
+    .unwrap();
     assert_clean(&report);
 }
 
@@ -94,7 +102,7 @@ async fn bare_s3rver_loses_swaps_in_the_same_race() {
             .await,
     );
     let report = pointer::run(
-        writers(&inner),
+        writers(std::slice::from_ref(&inner)),
         inner.clone(),
         &Path::from("table"),
         SWAPS,
@@ -131,7 +139,8 @@ async fn eight_writers_twenty_swaps_each_on_the_embedded_default_lose_none() {
     let inner: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
     let store: Arc<dyn ObjectStore> =
         Arc::new(CommitStore::new(inner.clone(), common::memory_leases()));
-    let report = pointer::run(writers(&store), inner, &Path::from("table"), SWAPS, None)
+    // One process, as the embedded default is: every race meets in its manager's queue.
+    let report = pointer::run(writers(&[store]), inner, &Path::from("table"), SWAPS, None)
         .await
         .unwrap();
     assert_clean(&report);

@@ -141,3 +141,61 @@ async fn a_failed_precondition_certainly_did_not_apply_and_a_failed_write_may_ha
         "{failed}"
     );
 }
+
+/// Tasks sharing one store queue for a lease, and one behind a success may fail without a
+/// request only where that success settles it. Writing the same bytes again keeps their
+/// ETag on S3 (an MD5 of the bytes), so an update queued behind such a success still
+/// finds the ETag it expects, and must succeed, as a native `If-Match` would.
+#[tokio::test]
+async fn an_update_queued_behind_a_rewrite_of_the_same_bytes_still_succeeds() {
+    use common::faults::ScriptedStore;
+    let s3: Arc<dyn ObjectStore> = Arc::new(
+        common::s3::S3Server::SeaweedFs
+            .fresh_store(object_store::aws::S3ConditionalPut::Disabled)
+            .await,
+    );
+    // Writes slowed, so that the second update queues behind the first.
+    let slow = Arc::new(ScriptedStore::slow(
+        s3.clone(),
+        std::time::Duration::from_millis(200),
+    ));
+    let store = CommitStore::new(slow, common::dynamo_leases().await);
+    let path = Path::from("pointer");
+    let etag = s3.put(&path, "same bytes".into()).await.unwrap().e_tag;
+    let update = || {
+        let mode = PutMode::Update(UpdateVersion {
+            e_tag: etag.clone(),
+            version: None,
+        });
+        store.put_opts(&path, "same bytes".into(), mode.into())
+    };
+    let (first, second) = futures::future::join(update(), update()).await;
+    let first = first.expect("the first update");
+    assert_eq!(
+        first.e_tag, etag,
+        "SeaweedFS gives the same bytes the same ETag"
+    );
+    second.expect("the second update, behind a success that left its ETag");
+
+    // Different bytes: the update behind the success fails, saying why.
+    let other = || {
+        let mode = PutMode::Update(UpdateVersion {
+            e_tag: etag.clone(),
+            version: None,
+        });
+        store.put_opts(&path, "other bytes".into(), mode.into())
+    };
+    let (first, second) = futures::future::join(other(), other()).await;
+    first.expect("the first update");
+    let refused = second.unwrap_err();
+    assert!(
+        matches!(refused, object_store::Error::Precondition { .. }),
+        "{refused}"
+    );
+    assert!(
+        refused
+            .to_string()
+            .contains("another write through this store"),
+        "{refused}"
+    );
+}

@@ -212,19 +212,19 @@ async fn dynacommit_writers(
     let config = LeaseConfig::new(&table)
         .with_timeout(Duration::from_millis(LEASE_MS))
         .with_poll_interval(Duration::from_millis(100));
-    let mut leases = LeaseManager::new(
-        Arc::new(DynamoLeaseTable::new(common::dynamodb().await, &table)),
-        config,
-    )
-    .unwrap();
-    if let Some(bug) = planted {
-        leases = leases.with_planted_bug(bug);
-    }
-    let store: Arc<dyn ObjectStore> = Arc::new(CommitStore::new(slow, leases));
-    let writers: [Arc<dyn LogWriter>; 2] = [
-        Arc::new(StoreWriter(store.clone())),
-        Arc::new(StoreWriter(store)),
-    ];
+    let leases = Arc::new(DynamoLeaseTable::new(common::dynamodb().await, &table));
+    // Two processes, a lease manager each: they meet in the table, where renewal is what
+    // stands between a slow write and a takeover (tasks sharing one manager would meet in
+    // its queue first).
+    let writer = || -> Arc<dyn LogWriter> {
+        let mut own = LeaseManager::new(leases.clone(), config.clone()).unwrap();
+        if let Some(bug) = planted {
+            own = own.with_planted_bug(bug);
+        }
+        let store: Arc<dyn ObjectStore> = Arc::new(CommitStore::new(slow.clone(), own));
+        Arc::new(StoreWriter(store))
+    };
+    let writers: [Arc<dyn LogWriter>; 2] = [writer(), writer()];
     (writers, s3, counters, table)
 }
 

@@ -12,6 +12,7 @@ use tokio::time::Instant;
 use super::clock::{Clock, SystemClock};
 use super::config::{LeaseConfig, safety_margin, stale_after};
 use super::planted::{Planted, PlantedBug};
+use super::queue::{Ahead, Queues};
 use super::record::{Expect, Holder, LeaseRecord, PutOutcome};
 use super::table::{LeaseTable, TableError};
 
@@ -69,6 +70,8 @@ pub struct LeaseManager {
     /// Finished creates' leases awaiting their object's deletion, unless `None` (released
     /// at once).
     deferred: Option<Arc<Mutex<Deferred>>>,
+    /// The guarded operations in progress, one at a time per lease (see `queue.rs`).
+    queues: Arc<Queues>,
 }
 
 /// See [`LeaseManager`]'s `losses`.
@@ -264,6 +267,18 @@ impl Lease {
     }
 }
 
+/// How a conditional write of [`LeaseManager::run_conditional`] that waited behind a
+/// success of the same manager on its lease fails without a request (see `guard`).
+pub(crate) struct Beaten<B, T> {
+    /// Whose writes these are (one `CommitStore`, whose paths name its objects): only
+    /// successes within one scope tell about each other's objects.
+    pub(crate) scope: u64,
+    /// The error the write's check would have given.
+    pub(crate) error: B,
+    /// The ETag an operation's output says it left, if it says.
+    pub(crate) etag_after: fn(&T) -> Option<String>,
+}
+
 /// The lease protocol failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -401,6 +416,7 @@ impl LeaseManager {
             hold_micros: Arc::default(),
             losses: Arc::default(),
             deferred: Some(Arc::default()),
+            queues: Arc::default(),
         })
     }
 
@@ -581,48 +597,92 @@ impl LeaseManager {
         W: FnOnce() -> WF,
         WF: Future<Output = Result<T, E>>,
     {
-        self.guard(path, etag, check, operation, false).await
+        self.guard(
+            path,
+            etag,
+            check,
+            None::<Beaten<fn() -> E, T>>,
+            operation,
+            false,
+        )
+        .await
     }
 
-    /// [`run_guarded`](Self::run_guarded) for a create (etag `*`) by a caller that calls
-    /// [`release_deferred`](Self::release_deferred) when it deletes the object: once the
-    /// create succeeded, its lease is kept unreleased (unless
-    /// [`release_creates_at_once`](Self::release_creates_at_once)), saving the release's
-    /// DynamoDB write. `CommitStore` uses it for creates, copies and renames that must not
-    /// overwrite.
-    pub(crate) async fn run_guarded_create<T, E, C, CF, W, WF>(
+    /// [`run_guarded`](Self::run_guarded) for a conditional write by a caller that calls
+    /// [`release_deferred`](Self::release_deferred) when it deletes an object (as
+    /// `CommitStore` does, for its puts, copies and renames):
+    /// - once a create (etag `*`) succeeded, its lease is kept unreleased (unless
+    ///   [`release_creates_at_once`](Self::release_creates_at_once)), saving the release's
+    ///   DynamoDB write;
+    /// - `beaten`, if given, lets an operation that waited behind another of this
+    ///   manager's on the same lease, which succeeded, fail without a request where that
+    ///   success settles it (see `guard`); without it, `check` decides.
+    pub(crate) async fn run_conditional<T, E, C, CF, B, W, WF>(
         &self,
         path: &str,
+        etag: &str,
         check: C,
+        beaten: Option<Beaten<B, T>>,
         operation: W,
     ) -> Result<T, GuardError<E>>
     where
         C: FnMut() -> CF,
         CF: Future<Output = Result<(), E>>,
+        B: FnOnce() -> E,
         W: FnOnce() -> WF,
         WF: Future<Output = Result<T, E>>,
     {
-        self.guard(path, super::CREATE_ETAG, check, operation, true)
+        let create = etag == super::CREATE_ETAG;
+        self.guard(path, etag, check, beaten, operation, create)
             .await
     }
 
-    /// The protocol of [`run_guarded`](Self::run_guarded); `keep_on_success` keeps a
-    /// successful create's lease for [`release_deferred`](Self::release_deferred).
-    async fn guard<T, E, C, CF, W, WF>(
+    /// The protocol of [`run_guarded`](Self::run_guarded); `beaten` as in
+    /// [`run_conditional`](Self::run_conditional); `keep_on_success` keeps a successful
+    /// create's lease for [`release_deferred`](Self::release_deferred).
+    async fn guard<T, E, C, CF, B, W, WF>(
         &self,
         path: &str,
         etag: &str,
         mut check: C,
+        beaten: Option<Beaten<B, T>>,
         operation: W,
         keep_on_success: bool,
     ) -> Result<T, GuardError<E>>
     where
         C: FnMut() -> CF,
         CF: Future<Output = Result<(), E>>,
+        B: FnOnce() -> E,
         W: FnOnce() -> WF,
         WF: Future<Output = Result<T, E>>,
     {
         use std::sync::atomic::Ordering;
+        // Tasks of this manager racing for this lease go one at a time (`queue.rs`): their
+        // race is settled here, without a request. One queued before a successful write
+        // ahead of it was sent overlapped that write's landing, so it may fail as if it
+        // came just after it: a create then finds the object there, an update finds the
+        // ETag the write left. Where that settles it, and its caller says how to fail
+        // (`beaten`), it fails without a request; otherwise (the same bytes written again
+        // keep their ETag, or the ETag after is unknown) it goes on as any other.
+        let (scope, lost, etag_after) = match beaten {
+            Some(Beaten {
+                scope,
+                error,
+                etag_after,
+            }) => (scope, Some(error), Some(etag_after)),
+            None => (0, None, None),
+        };
+        let place = self.queues.join(scope, path, etag);
+        let front = place.front().await;
+        if let (Some(lost), Ahead::Succeeded { etag_after: after }) = (lost, front.ahead()) {
+            let settled = etag == super::CREATE_ETAG
+                || after
+                    .as_deref()
+                    .is_some_and(|after| !same_etag(after, etag));
+            if settled {
+                return Err(GuardError::Check(lost()));
+            }
+        }
         self.back_off().await;
         // A create of a path whose earlier create's lease this manager still keeps: the
         // object was deleted behind our back (a delete through this store releases it), or
@@ -690,10 +750,12 @@ impl LeaseManager {
                 check().await.map_err(GuardError::Check)?;
             }
             sent.store(true, std::sync::atomic::Ordering::Relaxed);
+            front.sending();
             operation().await.map_err(GuardError::Operation)
         };
         match self.run_while_held(&mut lease, guarded).await {
             Ok(Ok(out)) => {
+                front.succeeded(etag_after.and_then(|after| after(&out)));
                 self.note_hold(self.clock.now().saturating_duration_since(holding));
                 self.losses.in_a_row.store(0, Ordering::Relaxed);
                 match &self.deferred {
@@ -1471,6 +1533,13 @@ fn lock_deferred(deferred: &Mutex<Deferred>) -> std::sync::MutexGuard<'_, Deferr
     deferred
         .lock()
         .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Whether two ETags name the same version, whatever their quoting or weak mark: a
+/// store's answers to a PUT and to a HEAD need not write them alike.
+fn same_etag(a: &str, b: &str) -> bool {
+    let bare = |e: &str| e.trim_start_matches("W/").trim_matches('"').to_owned();
+    bare(a) == bare(b)
 }
 
 /// `HOST pid PID` of this process, for people reading the table.

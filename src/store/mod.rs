@@ -38,7 +38,7 @@ use $os::{
 };
 use tracing::Instrument;
 
-use crate::lease::{CREATE_ETAG, GuardError, LeaseError, LeaseManager};
+use crate::lease::{Beaten, CREATE_ETAG, GuardError, LeaseError, LeaseManager};
 use crate::store::OutcomeUnknown;
 use crate::store::conditions::{Conditions, Enforced};
 
@@ -89,6 +89,10 @@ pub struct CommitStore<T: ?Sized = dyn ObjectStore> {
     probed: Arc<tokio::sync::OnceCell<Enforced>>,
     /// Where the probe writes: `.dynacommit-probe/` under this prefix.
     probe_under: Path,
+    /// This store's scope in its lease manager's queues (see `run_conditional`): its
+    /// tasks' writes to one path learn from each other's successes, not from those of
+    /// another store sharing the manager, whose paths may name other objects.
+    scope: u64,
 }
 
 impl<T: ObjectStore + ?Sized> CommitStore<T> {
@@ -101,6 +105,7 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
             conditions: Conditions::default(),
             probed: Arc::default(),
             probe_under: Path::default(),
+            scope: crate::lease::new_scope(),
         }
     }
 
@@ -340,17 +345,23 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
             conditions: self.conditions,
             probed: self.probed,
             probe_under: self.probe_under,
+            scope: self.scope,
         }
     }
 
     /// One conditional write through the lease protocol
-    /// ([`LeaseManager::run_guarded`], which owns every step's order); `write` is only
-    /// called once the lease is held, and never polled past its usable time.
+    /// ([`LeaseManager::run_conditional`], which owns every step's order); `write` is only
+    /// called once the lease is held, and never polled past its usable time. A write that
+    /// waited behind another of this store's on the same lease, which succeeded, may have
+    /// lost to it: given `etag_after` (which reads the ETag a write's output says it left),
+    /// it fails without a request where that is settled; otherwise `check` tells (a copy's
+    /// check reports a missing source first, as stores do).
     async fn guarded<R, C, CF, W, WF>(
         &self,
         path: &Path,
         etag: &str,
         check: C,
+        etag_after: Option<fn(&R) -> Option<String>>,
         write: W,
     ) -> Result<R>
     where
@@ -359,20 +370,15 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
         W: FnOnce() -> WF,
         WF: Future<Output = Result<R>>,
     {
-        use futures::FutureExt;
         let span = tracing::debug_span!("conditional_write", %path, etag);
         let key = lease_key(&self.lease_prefix, path);
-        let guarded = if etag == CREATE_ETAG {
-            // Kept unreleased once done: a delete through this store releases it.
-            self.leases
-                .run_guarded_create(&key, check, write)
-                .left_future()
-        } else {
-            self.leases
-                .run_guarded(&key, etag, check, write)
-                .right_future()
-        };
-        guarded
+        let beaten = etag_after.map(|etag_after| Beaten {
+            scope: self.scope,
+            error: || beaten_by_this_store(path, etag),
+            etag_after,
+        });
+        self.leases
+            .run_conditional(&key, etag, check, beaten, write)
             .instrument(span)
             .await
             .map_err(|e| match e {
@@ -580,6 +586,35 @@ pub fn may_have_applied(error: &$os::Error) -> bool {
     false
 }
 
+/// The ETag a put left.
+fn etag_of(put: &$os::PutResult) -> Option<String> {
+    put.e_tag.clone()
+}
+
+/// The error of a conditional write that waited for the lease behind another write of
+/// the same store, which succeeded: a create (etag `*`) finds the object there, an update
+/// finds `etag` replaced by another. Nothing was sent.
+fn beaten_by_this_store(path: &Path, etag: &str) -> $os::Error {
+    let path = path.to_string();
+    if etag == CREATE_ETAG {
+        $os::Error::AlreadyExists {
+            path,
+            source: "another write through this store created the object while this one \
+                     waited for the lease"
+                .into(),
+        }
+    } else {
+        $os::Error::Precondition {
+            path,
+            source: format!(
+                "another write through this store replaced ETag {etag} while this one \
+                 waited for the lease"
+            )
+            .into(),
+        }
+    }
+}
+
 /// `e`, marked as the failure of a write that may have been applied, its variant kept.
 fn may_have_applied_too(e: $os::Error) -> $os::Error {
     use $os::Error as E;
@@ -680,7 +715,7 @@ impl<T: ObjectStore + ?Sized> ObjectStore for CommitStore<T> {
                 let carry = self.carries(|e| e.create);
                 let write =
                     || self.put_under_lease(location, payload, opts, PutMode::Create, carry);
-                self.guarded(location, CREATE_ETAG, || self.check_absent(location), write)
+                self.guarded(location, CREATE_ETAG, || self.check_absent(location), Some(etag_of), write)
                     .await
             }
             PutMode::Update(version) => {
@@ -699,7 +734,7 @@ impl<T: ObjectStore + ?Sized> ObjectStore for CommitStore<T> {
                 let carry = self.carries(|e| e.update);
                 let mode = PutMode::Update(version);
                 let write = || self.put_under_lease(location, payload, opts, mode, carry);
-                self.guarded(location, &etag, || self.check_etag(location, &etag), write)
+                self.guarded(location, &etag, || self.check_etag(location, &etag), Some(etag_of), write)
                     .await
             }
         }
@@ -769,7 +804,7 @@ impl<T: ObjectStore + ?Sized> ObjectStore for CommitStore<T> {
                     ..options
                 };
                 let write = || self.inner.copy_opts(from, to, plain);
-                self.guarded(to, CREATE_ETAG, || self.check_copy_target(from, to), write)
+                self.guarded(to, CREATE_ETAG, || self.check_copy_target(from, to), None, write)
                     .await
             }
         }
@@ -798,7 +833,7 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
                     ..options
                 };
                 let write = || self.inner.rename_opts(from, to, plain);
-                self.guarded(to, CREATE_ETAG, || self.check_copy_target(from, to), write)
+                self.guarded(to, CREATE_ETAG, || self.check_copy_target(from, to), None, write)
                     .await
             }
         }

@@ -157,6 +157,28 @@ pub async fn dynamo_leases() -> dynacommit::lease::LeaseManager {
     LeaseManager::new(std::sync::Arc::new(table), test_lease_config(&name)).unwrap()
 }
 
+/// `count` writer processes over `inner`: a `CommitStore` each, with a lease manager of
+/// its own on `leases`' table and settings. Tasks of one process share its manager, whose
+/// queue settles their races for one lease without a request; processes meet only in the
+/// table, where the protocol's renewals, waits and takeovers are tested.
+pub fn processes(
+    inner: &std::sync::Arc<dyn object_store::ObjectStore>,
+    leases: &dynacommit::lease::LeaseManager,
+    count: usize,
+) -> Vec<std::sync::Arc<dyn object_store::ObjectStore>> {
+    (0..count)
+        .map(|_| {
+            let own = dynacommit::lease::LeaseManager::new(
+                leases.table().clone(),
+                leases.config().clone(),
+            )
+            .unwrap();
+            std::sync::Arc::new(dynacommit::CommitStore::new(inner.clone(), own))
+                as std::sync::Arc<dyn object_store::ObjectStore>
+        })
+        .collect()
+}
+
 /// A lease manager on a fresh in-process table.
 pub fn memory_leases() -> dynacommit::lease::LeaseManager {
     use dynacommit::lease::{LeaseManager, MemoryLeaseTable};

@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use super::clock::NodeClock;
 use super::store::{Applied, SimStore, StoreLink};
-use super::table::{NodeTable, SimTable};
+use super::table::{NodeTable, SimTable, TASK};
 use super::world::{RUN_FOR, World, node_leases};
 
 const NODES: usize = 4;
@@ -34,7 +34,34 @@ enum Kind {
 #[derive(Debug)]
 struct Op {
     kind: Kind,
+    path: Path,
     acknowledged: bool,
+    /// Refused without a request, as beaten by a sibling task's success on its lease: from
+    /// when to when it ran.
+    beaten: Option<(Instant, Instant)>,
+}
+
+impl Op {
+    fn new(kind: Kind, path: &Path) -> Self {
+        Self {
+            kind,
+            path: path.clone(),
+            acknowledged: false,
+            beaten: None,
+        }
+    }
+}
+
+/// Marks `payload`'s operation, run from `started` until now, as beaten if `error` says
+/// it lost in its process's queue.
+fn note_beaten(registry: &Registry, payload: &str, error: &object_store::Error, started: Instant) {
+    if error
+        .to_string()
+        .contains("another write through this store")
+        && let Some(op) = registry.lock().unwrap().get_mut(payload)
+    {
+        op.beaten = Some((started, Instant::now()));
+    }
 }
 
 /// Every operation, by the payload it writes (unique per operation).
@@ -48,6 +75,8 @@ pub struct Tally {
     pub applied: usize,
     /// Deletes applied (of lock-style paths, through `CommitStore`).
     pub deletes: usize,
+    /// Operations refused in their process's queue, behind a sibling task's success.
+    pub beaten: usize,
 }
 
 /// A fresh node process: its lease manager (on its own clock) and its `CommitStore`.
@@ -71,81 +100,127 @@ async fn node(
     registry: Registry,
     planted: Vec<PlantedBug>,
 ) {
-    let until = world.origin + RUN_FOR;
     let clock = world.node_clock();
     let link = NodeTable::new(world.clone(), table, id);
-    let reader = StoreLink(store.clone());
-    let mut process = node_process(&link, &clock, &store, &planted);
-    let mut seq = 0;
-    while Instant::now() < until {
-        world.between_operations(&link).await;
-        seq += 1;
-        let payload = format!("node{id}-op{seq}");
-        if world.chance(world.profile.create_delete) {
-            let path = Path::from(format!("lock/{}", world.pick(0..LOCKS)));
-            let exists = match reader.head(&path).await {
-                Ok(_) => true,
-                Err(object_store::Error::NotFound { .. }) => false,
+    let process = Mutex::new(Arc::new(node_process(&link, &clock, &store, &planted)));
+    let node = Node {
+        world: &world,
+        id,
+        link: &link,
+        clock: &clock,
+        store: &store,
+        registry: &registry,
+        planted: &planted,
+        process: &process,
+    };
+    let tasks =
+        (0..world.profile.tasks_per_node.max(1)).map(|task| TASK.scope(task, node.task(task)));
+    futures::future::join_all(tasks).await;
+}
+
+/// One node process, shared by its tasks.
+struct Node<'a> {
+    world: &'a Arc<World>,
+    id: usize,
+    link: &'a Arc<NodeTable>,
+    clock: &'a Arc<NodeClock>,
+    store: &'a Arc<SimStore>,
+    registry: &'a Registry,
+    planted: &'a [PlantedBug],
+    /// The process as it is now: a crash of one task's operation restarts it for the
+    /// operations that follow (a sibling's operation in progress keeps the old one).
+    process: &'a Mutex<Arc<CommitStore>>,
+}
+
+impl Node<'_> {
+    fn current(&self) -> Arc<CommitStore> {
+        self.process.lock().unwrap().clone()
+    }
+
+    fn restart(&self) {
+        *self.process.lock().unwrap() = Arc::new(node_process(
+            self.link,
+            self.clock,
+            self.store,
+            self.planted,
+        ));
+    }
+
+    /// One task's operations, one after another until the run ends.
+    async fn task(&self, task: usize) {
+        let (world, id, registry) = (self.world, self.id, self.registry);
+        let until = world.origin + RUN_FOR;
+        let reader = StoreLink(self.store.clone());
+        let mut seq = 0;
+        while Instant::now() < until {
+            world.between_operations(self.link).await;
+            seq += 1;
+            let payload = format!("node{id}.{task}-op{seq}");
+            let process = self.current();
+            let started = Instant::now();
+            if world.chance(world.profile.create_delete) {
+                let path = Path::from(format!("lock/{}", world.pick(0..LOCKS)));
+                let exists = match reader.head(&path).await {
+                    Ok(_) => true,
+                    Err(object_store::Error::NotFound { .. }) => false,
+                    Err(_) => continue,
+                };
+                let op = async {
+                    if exists {
+                        process.delete(&path).await.map(|_| ())
+                    } else {
+                        registry
+                            .lock()
+                            .unwrap()
+                            .insert(payload.clone(), Op::new(Kind::Create, &path));
+                        let created = process
+                            .put_opts(&path, payload.clone().into(), PutMode::Create.into())
+                            .await;
+                        match &created {
+                            Ok(_) => {
+                                if let Some(op) = registry.lock().unwrap().get_mut(&payload) {
+                                    op.acknowledged = true;
+                                }
+                            }
+                            Err(e) => note_beaten(registry, &payload, e, started),
+                        }
+                        created.map(|_| ())
+                    }
+                };
+                if world.unless_crashed(op).await.is_none() {
+                    self.restart();
+                }
+                continue;
+            }
+            let path = Path::from(format!("log/{}", world.pick(0..PATHS)));
+            // Update what is there (as read, perhaps long ago), else create.
+            let kind = match reader.head(&path).await {
+                Ok(meta) => Kind::Update(meta.e_tag.unwrap_or_default()),
+                Err(object_store::Error::NotFound { .. }) => Kind::Create,
                 Err(_) => continue,
             };
-            let op = async {
-                if exists {
-                    process.delete(&path).await.map(|_| ())
-                } else {
-                    registry.lock().unwrap().insert(
-                        payload.clone(),
-                        Op {
-                            kind: Kind::Create,
-                            acknowledged: false,
-                        },
-                    );
-                    let created = process
-                        .put_opts(&path, payload.clone().into(), PutMode::Create.into())
-                        .await;
-                    if created.is_ok()
-                        && let Some(op) = registry.lock().unwrap().get_mut(&payload)
-                    {
+            let mode = match &kind {
+                Kind::Create => PutMode::Create,
+                Kind::Update(etag) => PutMode::Update(UpdateVersion {
+                    e_tag: Some(etag.clone()),
+                    version: None,
+                }),
+            };
+            registry
+                .lock()
+                .unwrap()
+                .insert(payload.clone(), Op::new(kind, &path));
+            let put = process.put_opts(&path, payload.clone().into(), mode.into());
+            match world.unless_crashed(put).await {
+                Some(Ok(_)) => {
+                    if let Some(op) = registry.lock().unwrap().get_mut(&payload) {
                         op.acknowledged = true;
                     }
-                    created.map(|_| ())
                 }
-            };
-            if world.unless_crashed(op).await.is_none() {
-                process = node_process(&link, &clock, &store, &planted);
+                Some(Err(e)) => note_beaten(registry, &payload, &e, started),
+                // Crashed: the process restarts with nothing of its former state.
+                None => self.restart(),
             }
-            continue;
-        }
-        let path = Path::from(format!("log/{}", world.pick(0..PATHS)));
-        // Update what is there (as read, perhaps long ago), else create.
-        let kind = match reader.head(&path).await {
-            Ok(meta) => Kind::Update(meta.e_tag.unwrap_or_default()),
-            Err(object_store::Error::NotFound { .. }) => Kind::Create,
-            Err(_) => continue,
-        };
-        let mode = match &kind {
-            Kind::Create => PutMode::Create,
-            Kind::Update(etag) => PutMode::Update(UpdateVersion {
-                e_tag: Some(etag.clone()),
-                version: None,
-            }),
-        };
-        registry.lock().unwrap().insert(
-            payload.clone(),
-            Op {
-                kind,
-                acknowledged: false,
-            },
-        );
-        let put = process.put_opts(&path, payload.clone().into(), mode.into());
-        match world.unless_crashed(put).await {
-            Some(Ok(_)) => {
-                if let Some(op) = registry.lock().unwrap().get_mut(&payload) {
-                    op.acknowledged = true;
-                }
-            }
-            Some(Err(_)) => {}
-            // Crashed: the process restarts with nothing of its former state.
-            None => process = node_process(&link, &clock, &store, &planted),
         }
     }
 }
@@ -189,6 +264,7 @@ fn check(
     let mut tally = Tally {
         operations: ops.len(),
         acknowledged: ops.values().filter(|op| op.acknowledged).count(),
+        beaten: ops.values().filter(|op| op.beaten.is_some()).count(),
         ..Tally::default()
     };
     for (path, applied) in history {
@@ -272,6 +348,49 @@ fn check(
         if op.acknowledged && !landed {
             world.violation(format!("acknowledged write {payload} never landed"));
         }
+        if let Some((started, ended)) = op.beaten
+            && !refusal_holds_at_some_point(&op.kind, history.get(&op.path), started, ended)
+        {
+            world.violation(format!(
+                "{payload} ({:?} of {}) was refused as beaten by a sibling's success, but \
+                 from {:?} to {:?} the object was as it expected throughout",
+                op.kind,
+                op.path,
+                started - world.origin,
+                ended - world.origin
+            ));
+        }
     }
     tally
+}
+
+/// Whether, at some instant from `started` to `ended`, the object (as `applied` to it)
+/// was not as an operation of `kind` needed: present for a create, absent or at another
+/// ETag for an update. A refusal is linearizable only then.
+fn refusal_holds_at_some_point(
+    kind: &Kind,
+    applied: Option<&Vec<Applied>>,
+    started: Instant,
+    ended: Instant,
+) -> bool {
+    let refused_by = |etag: Option<&str>| match kind {
+        Kind::Create => etag.is_some(),
+        Kind::Update(expected) => etag != Some(expected.as_str()),
+    };
+    let mut current: Option<&str> = None;
+    let mut holds = false;
+    for w in applied.into_iter().flatten() {
+        if w.at > ended {
+            break;
+        }
+        // The state before `w` held just before it, within the interval if `w` is.
+        if w.at > started {
+            holds |= refused_by(current);
+        }
+        current = (!w.deleted).then_some(w.etag.as_str());
+        if w.at >= started {
+            holds |= refused_by(current);
+        }
+    }
+    holds || refused_by(current)
 }

@@ -27,6 +27,8 @@ pub struct Applied {
     pub etag: String,
     /// A delete: the object was removed (`payload` is empty).
     pub deleted: bool,
+    /// When (Tokio's paused clock).
+    pub at: tokio::time::Instant,
 }
 
 #[derive(Default)]
@@ -90,6 +92,7 @@ impl SimStore {
                 payload: text,
                 etag: etag.clone(),
                 deleted: false,
+                at: tokio::time::Instant::now(),
             });
         etag
     }
@@ -106,6 +109,7 @@ impl SimStore {
                     payload: String::new(),
                     etag: String::new(),
                     deleted: true,
+                    at: tokio::time::Instant::now(),
                 });
         }
     }

@@ -101,14 +101,27 @@ enum Fate {
 /// reported.
 type OwnReads = BTreeMap<(String, String, String, u64), (Instant, bool)>;
 
+tokio::task_local! {
+    /// Which of its node's tasks the running code serves, where a node runs several
+    /// sharing one process: a task waiting on a sibling's lease is not waiting on itself.
+    pub static TASK: usize;
+}
+
+/// The running task of its node: 0 outside a [`TASK`] scope (a node of one task, or a
+/// background request).
+fn task() -> usize {
+    TASK.try_with(|t| *t).unwrap_or(0)
+}
+
 /// One node's link to the table.
 pub struct NodeTable {
     world: Arc<World>,
     shared: Arc<SimTable>,
     node: usize,
     outage_until: Mutex<Option<Instant>>,
-    /// The owner nonce of this node's latest acquisition attempt.
-    current_owner: Mutex<Option<String>>,
+    /// The owner nonce of the latest acquisition attempt of each task of this node (see
+    /// [`TASK`]; one, unless the node's tasks share its process).
+    current_owner: Mutex<BTreeMap<usize, Option<String>>>,
     /// When this node first read each of its own records back: reading one again much
     /// later means it is waiting on itself.
     own_reads: Mutex<OwnReads>,
@@ -132,7 +145,7 @@ impl NodeTable {
     /// record it reads now (before its first PutItem, as a writer under contention reads
     /// first) is not its own, even if an earlier operation of the node wrote it.
     pub fn begin_operation(&self) {
-        *self.current_owner.lock().unwrap() = None;
+        self.current_owner.lock().unwrap().insert(task(), None);
     }
 
     pub fn new(world: Arc<World>, shared: Arc<SimTable>, node: usize) -> Arc<Self> {
@@ -182,7 +195,13 @@ impl NodeTable {
 
     /// Checks that a record this node reads back is not its own, read long before too.
     fn check_not_waiting_on_itself(&self, record: &LeaseRecord) {
-        let current = self.current_owner.lock().unwrap().clone();
+        let current = self
+            .current_owner
+            .lock()
+            .unwrap()
+            .get(&task())
+            .cloned()
+            .flatten();
         if record.released || record.owner.is_none() || record.owner != current {
             return;
         }
@@ -215,7 +234,10 @@ impl NodeTable {
 impl LeaseTable for NodeTable {
     async fn put(&self, record: &LeaseRecord, expect: &Expect) -> Result<PutOutcome, TableError> {
         if !matches!(expect, Expect::Owned { .. }) {
-            *self.current_owner.lock().unwrap() = record.owner.clone();
+            self.current_owner
+                .lock()
+                .unwrap()
+                .insert(task(), record.owner.clone());
         }
         let p = &self.world.profile;
         let (to, back) = (

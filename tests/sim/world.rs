@@ -66,6 +66,11 @@ pub struct Profile {
     pub create_delete: f64,
     /// An operation crashes (its future dropped) at a random point within 3 T.
     pub crash: f64,
+    /// Tasks in each node process, sharing its `CommitStore` (so its lease manager), each
+    /// running operations one after another: their races for one lease are settled in
+    /// the manager's queue, and one task's crash drops only its own operation (the
+    /// process restarts for the tasks that follow).
+    pub tasks_per_node: usize,
     /// Longest pause between a node's operations.
     pub max_think: Duration,
     /// A pause of up to 8 s instead (a path left alone long enough for its lease records
@@ -93,6 +98,7 @@ impl Profile {
             store_read_stall: 0.08,
             create_delete: 0.25,
             crash: 0.15,
+            tasks_per_node: 1,
             max_think: Duration::from_millis(2500),
             long_think: 0.15,
         }
