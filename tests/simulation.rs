@@ -205,7 +205,12 @@ fn commits_keep_every_invariant_with_tasks_sharing_a_process() {
         ..Profile::mixed()
     };
     let report = keeps_every_invariant_under(Scenario::Commits, 2_000, &profile);
-    assert!(report.beaten > 0, "no sibling tasks ever met in a queue");
+    // About one operation in 40 is refused in a queue: a run of many seeds without one
+    // means the queue is not reached (a replay of one seed may well have none).
+    assert!(
+        report.beaten > 0 || report.seeds < 100,
+        "no sibling tasks ever met in a queue"
+    );
 }
 
 #[test]

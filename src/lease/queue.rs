@@ -13,7 +13,9 @@
 //! again (a delete by another process) before the newcomer came.
 //!
 //! A queue only ever adds a wait before the protocol: the operation at its front runs the
-//! whole protocol, so no guarantee of `docs/protocol.md` rests on it.
+//! whole protocol, so the protocol's guarantees do not rest on it. A refusal's correctness
+//! rests on counting only writes sent after the place was taken (see [`Front::sending`]),
+//! which the simulator checks against each object's history.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

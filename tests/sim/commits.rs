@@ -157,7 +157,6 @@ impl Node<'_> {
             seq += 1;
             let payload = format!("node{id}.{task}-op{seq}");
             let process = self.current();
-            let started = Instant::now();
             if world.chance(world.profile.create_delete) {
                 let path = Path::from(format!("lock/{}", world.pick(0..LOCKS)));
                 let exists = match reader.head(&path).await {
@@ -173,6 +172,8 @@ impl Node<'_> {
                             .lock()
                             .unwrap()
                             .insert(payload.clone(), Op::new(Kind::Create, &path));
+                        // A refusal is judged over the put's call alone.
+                        let started = Instant::now();
                         let created = process
                             .put_opts(&path, payload.clone().into(), PutMode::Create.into())
                             .await;
@@ -210,6 +211,7 @@ impl Node<'_> {
                 .lock()
                 .unwrap()
                 .insert(payload.clone(), Op::new(kind, &path));
+            let started = Instant::now();
             let put = process.put_opts(&path, payload.clone().into(), mode.into());
             match world.unless_crashed(put).await {
                 Some(Ok(_)) => {

@@ -93,10 +93,18 @@ pub async fn run(
         // --log is refused with this mode (main.rs), which always starts afresh.
         (Mode::Pointer, _) => Path::from(fresh),
     };
-    let leases = LeaseManager::new(resolved.table.clone(), resolved.config.clone())
-        .map_err(|e| e.to_string())?
-        .on_wait(announce_waits());
-    let store: Arc<dyn ObjectStore> = Arc::new(CommitStore::new(resolved.store.clone(), leases));
+    // Each writer as a process of its own would be: a lease manager of its own, so that
+    // writers meet in the lease table (tasks sharing one manager settle their races in
+    // its queue first, without the table).
+    let mut stores = Vec::with_capacity(usize::from(args.writers));
+    for _ in 0..args.writers {
+        let leases = LeaseManager::new(resolved.table.clone(), resolved.config.clone())
+            .map_err(|e| e.to_string())?
+            .on_wait(announce_waits());
+        stores.push(
+            Arc::new(CommitStore::new(resolved.store.clone(), leases)) as Arc<dyn ObjectStore>
+        );
+    }
     let (abandon, abandoned_signal) = watch::channel(false);
     let abandoned = Arc::new(AtomicU64::new(0));
     if args.unprotected && !json {
@@ -105,13 +113,14 @@ pub async fn run(
              store that ignores If-None-Match and If-Match does)"
         );
     }
-    let writers: Vec<Arc<dyn PointerWriter>> = (0..args.writers)
-        .map(|_| {
+    let writers: Vec<Arc<dyn PointerWriter>> = stores
+        .into_iter()
+        .map(|store| {
             if args.unprotected {
                 return Arc::new(Unprotected(resolved.store.clone())) as Arc<dyn PointerWriter>;
             }
             Arc::new(AbandonableWriter {
-                inner: StoreWriter(store.clone()),
+                inner: StoreWriter(store),
                 reader: resolved.store.clone(),
                 abandon: abandoned_signal.clone(),
                 abandoned: abandoned.clone(),
