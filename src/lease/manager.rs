@@ -658,12 +658,14 @@ impl LeaseManager {
     {
         use std::sync::atomic::Ordering;
         // Tasks of this manager racing for this lease go one at a time (`queue.rs`): their
-        // race is settled here, without a request. One queued before a successful write
-        // ahead of it was sent overlapped that write's landing, so it may fail as if it
-        // came just after it: a create then finds the object there, an update finds the
+        // race is settled here, before any lease request. One queued before a successful
+        // write ahead of it was sent overlapped that write's landing, so it may fail as if
+        // it came just after it: a create then finds the object there, an update finds the
         // ETag the write left. Where that settles it, and its caller says how to fail
-        // (`beaten`), it fails without a request; otherwise (the same bytes written again
-        // keep their ETag, or the ETag after is unknown) it goes on as any other.
+        // (`beaten`), it fails without a request. Otherwise, behind a success, the object
+        // has likely changed all the same: its check alone tells, before any lease
+        // request (and if it passes, as when the same bytes were written again, it goes
+        // on as any other).
         let (scope, lost, etag_after) = match beaten {
             Some(Beaten {
                 scope,
@@ -674,14 +676,20 @@ impl LeaseManager {
         };
         let place = self.queues.join(scope, path, etag);
         let front = place.front().await;
-        if let (Some(lost), Ahead::Succeeded { etag_after: after }) = (lost, front.ahead()) {
-            let settled = etag == super::CREATE_ETAG
-                || after
-                    .as_deref()
-                    .is_some_and(|after| !same_etag(after, etag));
-            if settled {
+        if let Ahead::Succeeded {
+            etag_after: after,
+            sent_after_joining,
+        } = front.ahead()
+        {
+            let settled = *sent_after_joining
+                && (etag == super::CREATE_ETAG
+                    || after
+                        .as_deref()
+                        .is_some_and(|after| !same_etag(after, etag)));
+            if let Some(lost) = lost.filter(|_| settled) {
                 return Err(GuardError::Check(lost()));
             }
+            check().await.map_err(GuardError::Check)?;
         }
         self.back_off().await;
         // A create of a path whose earlier create's lease this manager still keeps: the

@@ -52,6 +52,8 @@ struct Gate {
 struct Done {
     /// Operations that sent their write (numbered from 1 in that order).
     sent: u64,
+    /// Operations that succeeded.
+    successes: u64,
     /// The latest that succeeded: the number of its send, and the ETag it left if known.
     success: Option<(u64, Option<String>)>,
 }
@@ -59,13 +61,15 @@ struct Done {
 /// What the operations ahead in a queue did while a place waited.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) enum Ahead {
-    /// Nothing that settles this one's outcome: it runs the whole protocol.
-    Unsettled,
-    /// A write sent after this place was taken succeeded: it landed while this one
-    /// waited, leaving the object with this ETag if known.
+    /// None succeeded.
+    NoSuccess,
+    /// One did (the latest is described), leaving the object with this ETag if known.
     Succeeded {
         /// The ETag the write left, if its caller told it.
         etag_after: Option<String>,
+        /// Whether its write was sent after this place was taken, so that it landed while
+        /// this one waited (one sent before may have landed before this one came).
+        sent_after_joining: bool,
     },
 }
 
@@ -76,8 +80,10 @@ pub(super) struct Place<'a> {
     key: Key,
     /// Always `Some` until dropped (see `Drop`).
     gate: Option<Arc<Gate>>,
-    /// Writes sent on the lease when this place was taken.
+    /// Writes sent, and operations that succeeded, on the lease when this place was
+    /// taken.
     sent_before: u64,
+    successes_before: u64,
 }
 
 /// The front of one lease's queue, held until dropped.
@@ -94,12 +100,16 @@ impl Queues {
     pub(super) fn join(&self, scope: u64, path: &str, etag: &str) -> Place<'_> {
         let key = (scope, path.to_owned(), etag.to_owned());
         let gate = Arc::clone(lock(&self.gates).entry(key.clone()).or_default());
-        let sent_before = lock(&gate.state).sent;
+        let (sent_before, successes_before) = {
+            let done = lock(&gate.state);
+            (done.sent, done.successes)
+        };
         Place {
             queues: self,
             key,
             gate: Some(gate),
             sent_before,
+            successes_before,
         }
     }
 }
@@ -110,11 +120,17 @@ impl Place<'_> {
         // Some until dropped, which cannot happen while borrowed.
         let gate: &Gate = self.gate.as_deref().unwrap_or_else(|| unreachable!());
         let held = gate.front.lock().await;
-        let ahead = match &lock(&gate.state).success {
-            Some((sent_as, etag_after)) if *sent_as > self.sent_before => Ahead::Succeeded {
-                etag_after: etag_after.clone(),
-            },
-            _ => Ahead::Unsettled,
+        let ahead = {
+            let done = lock(&gate.state);
+            match &done.success {
+                Some((sent_as, etag_after)) if done.successes > self.successes_before => {
+                    Ahead::Succeeded {
+                        etag_after: etag_after.clone(),
+                        sent_after_joining: *sent_as > self.sent_before,
+                    }
+                }
+                _ => Ahead::NoSuccess,
+            }
         };
         Front {
             gate,
@@ -144,7 +160,9 @@ impl Front<'_> {
     pub(super) fn succeeded(&self, etag_after: Option<String>) {
         let sent_as = self.sent_as.load(Ordering::Relaxed);
         if sent_as > 0 {
-            lock(&self.gate.state).success = Some((sent_as, etag_after));
+            let mut done = lock(&self.gate.state);
+            done.successes += 1;
+            done.success = Some((sent_as, etag_after));
         }
     }
 }
@@ -174,41 +192,50 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn a_place_learns_of_a_success_sent_after_it_came_and_the_queue_is_forgotten() {
+    async fn a_place_learns_of_a_success_and_whether_it_was_sent_after_it_came() {
         let queues = Queues::default();
         let first = queues.join(1, "p", "e");
         let second = queues.join(1, "p", "e");
         let other_etag = queues.join(1, "p", "f");
         let other_scope = queues.join(2, "p", "e");
-        {
+        let late = {
             let front = first.front().await;
-            assert_eq!(front.ahead(), &Ahead::Unsettled);
+            assert_eq!(front.ahead(), &Ahead::NoSuccess);
             // The second waits while the first is at the front.
             assert!(
                 futures::FutureExt::now_or_never(second.front()).is_none(),
                 "two operations at the front at once"
             );
             // Another lease, or the same in another scope, is not in this queue.
-            assert_eq!(other_etag.front().await.ahead(), &Ahead::Unsettled);
-            assert_eq!(other_scope.front().await.ahead(), &Ahead::Unsettled);
+            assert_eq!(other_etag.front().await.ahead(), &Ahead::NoSuccess);
+            assert_eq!(other_scope.front().await.ahead(), &Ahead::NoSuccess);
             front.sending();
+            // A newcomer while the write is on its way: it may have landed already.
+            let late = queues.join(1, "p", "e");
             front.succeeded(Some("e2".into()));
-        }
-        // A newcomer after that write was sent learns nothing of it.
-        let late = queues.join(1, "p", "e");
+            late
+        };
         assert_eq!(
             second.front().await.ahead(),
             &Ahead::Succeeded {
-                etag_after: Some("e2".into())
+                etag_after: Some("e2".into()),
+                sent_after_joining: true,
             },
             "the success while it waited was missed"
         );
-        assert_eq!(late.front().await.ahead(), &Ahead::Unsettled);
-        // A success that sent nothing is no success.
+        assert_eq!(
+            late.front().await.ahead(),
+            &Ahead::Succeeded {
+                etag_after: Some("e2".into()),
+                sent_after_joining: false,
+            }
+        );
+        // One that comes after the success learns nothing of it; a success that sent
+        // nothing is no success.
         let third = queues.join(1, "p", "e");
         let fourth = queues.join(1, "p", "e");
         third.front().await.succeeded(None);
-        assert_eq!(fourth.front().await.ahead(), &Ahead::Unsettled);
+        assert_eq!(fourth.front().await.ahead(), &Ahead::NoSuccess);
         drop((first, second, other_etag, other_scope, late, third, fourth));
         assert!(lock(&queues.gates).is_empty(), "queues left behind");
     }
