@@ -147,7 +147,7 @@ async fn tasks_sharing_a_store_take_a_lease_in_turn_and_the_beaten_send_nothing(
     let config = common::test_lease_config("memory");
     let counters = Arc::new(common::Counters::default());
     // Every request takes 2 ms and writes 5 ms more, so that all eight are queued before
-    // the first one's write is sent (a task queued after that learns nothing from it: the
+    // the first one's write is sent (a task queued after that only checks first: the
     // write may have landed before it came).
     let latent: Arc<dyn ObjectStore> = Arc::new(LatentStore::new(objects.clone(), 2..3));
     let counted: Arc<dyn ObjectStore> = Arc::new(ScriptedStore {

@@ -9,11 +9,13 @@
 //! overlapped that write's landing in time, so it may fail as if it came just after it,
 //! when a create finds the object there and an update finds the ETag the write left.
 //! Its caller either knows that without asking or has its check decide. A success whose
-//! write was sent before the place was taken tells nothing: the object may have changed
-//! again (a delete by another process) before the newcomer came.
+//! write was sent before the place was taken settles nothing: the object may have changed
+//! again (a delete by another process) before the newcomer came; it only makes the
+//! newcomer check first.
 //!
-//! A queue only ever adds a wait before the protocol: the operation at its front runs the
-//! whole protocol, so the protocol's guarantees do not rest on it. A refusal's correctness
+//! A queue only adds a wait before the protocol, and behind a success a refusal or a check
+//! the protocol could have given too; the operation at its front otherwise runs the whole
+//! protocol, so the protocol's guarantees do not rest on it. A refusal's correctness
 //! rests on counting only writes sent after the place was taken (see [`Front::sending`]),
 //! which the simulator checks against each object's history.
 
