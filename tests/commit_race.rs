@@ -77,10 +77,7 @@ async fn a_mixed_fleet_with_object_store_0_12_5_still_commits_every_version_once
     let table = leases.config().table.clone();
     // Each of ours a process of its own (a lease manager each, on the one table): tasks
     // sharing a manager settle their races in its queue, without meeting 0.12.5's.
-    let own_process = || -> Arc<dyn ObjectStore> {
-        let manager = LeaseManager::new(leases.table().clone(), leases.config().clone()).unwrap();
-        Arc::new(CommitStore::new(inner.clone(), manager))
-    };
+    let ours = common::processes(&inner, &leases, 8);
     let theirs = Arc::new(old_protocol::store(
         S3Server::S3rver,
         &bucket,
@@ -94,7 +91,7 @@ async fn a_mixed_fleet_with_object_store_0_12_5_still_commits_every_version_once
     let writers: Vec<Arc<dyn LogWriter>> = (0..16)
         .map(|i| {
             if i % 2 == 0 {
-                Arc::new(StoreWriter(own_process())) as Arc<dyn LogWriter>
+                Arc::new(StoreWriter(ours[i / 2].clone())) as Arc<dyn LogWriter>
             } else {
                 Arc::new(OldWriter(theirs.clone())) as Arc<dyn LogWriter>
             }

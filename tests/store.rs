@@ -162,14 +162,15 @@ async fn an_update_queued_behind_a_rewrite_of_the_same_bytes_still_succeeds() {
     let store = CommitStore::new(slow, common::dynamo_leases().await);
     let path = Path::from("pointer");
     let etag = s3.put(&path, "same bytes".into()).await.unwrap().e_tag;
-    let update = || {
+    // An update of the pointer from the ETag read above.
+    let update = |body: &'static str| {
         let mode = PutMode::Update(UpdateVersion {
             e_tag: etag.clone(),
             version: None,
         });
-        store.put_opts(&path, "same bytes".into(), mode.into())
+        store.put_opts(&path, body.into(), mode.into())
     };
-    let (first, second) = futures::future::join(update(), update()).await;
+    let (first, second) = futures::future::join(update("same bytes"), update("same bytes")).await;
     let first = first.expect("the first update");
     assert_eq!(
         first.e_tag, etag,
@@ -178,14 +179,7 @@ async fn an_update_queued_behind_a_rewrite_of_the_same_bytes_still_succeeds() {
     second.expect("the second update, behind a success that left its ETag");
 
     // Different bytes: the update behind the success fails, saying why.
-    let other = || {
-        let mode = PutMode::Update(UpdateVersion {
-            e_tag: etag.clone(),
-            version: None,
-        });
-        store.put_opts(&path, "other bytes".into(), mode.into())
-    };
-    let (first, second) = futures::future::join(other(), other()).await;
+    let (first, second) = futures::future::join(update("other bytes"), update("other bytes")).await;
     first.expect("the first update");
     let refused = second.unwrap_err();
     assert!(

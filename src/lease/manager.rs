@@ -11,6 +11,7 @@ use tokio::time::Instant;
 
 use super::clock::{Clock, SystemClock};
 use super::config::{LeaseConfig, safety_margin, stale_after};
+use super::lock;
 use super::planted::{Planted, PlantedBug};
 use super::queue::{Ahead, Queues};
 use super::record::{Expect, Holder, LeaseRecord, PutOutcome};
@@ -470,7 +471,7 @@ impl LeaseManager {
     /// The kept lease of the create of `path`, taken out of the keeping, if any.
     fn take_deferred(&self, path: &str) -> Option<Lease> {
         let deferred = self.deferred.as_ref()?;
-        lock_deferred(deferred).by_key.remove(path)
+        lock(deferred).by_key.remove(path)
     }
 
     /// Reads time from `clock` instead of the system's (a simulation gives every writer a
@@ -751,13 +752,11 @@ impl LeaseManager {
             self.release_in_background(lease);
             return Err(GuardError::Check(e));
         }
-        let sent = std::sync::atomic::AtomicBool::new(false);
         let holding = self.clock.now();
         let guarded = async {
             if recheck && !unfenced {
                 check().await.map_err(GuardError::Check)?;
             }
-            sent.store(true, std::sync::atomic::Ordering::Relaxed);
             front.sending();
             operation().await.map_err(GuardError::Operation)
         };
@@ -769,7 +768,7 @@ impl LeaseManager {
                 match &self.deferred {
                     Some(deferred) if keep_on_success => {
                         let now = self.clock.now();
-                        lock_deferred(deferred).keep(lease, now, self.config.ttl);
+                        lock(deferred).keep(lease, now, self.config.ttl);
                     }
                     _ => self.release_in_background(lease),
                 }
@@ -787,7 +786,7 @@ impl LeaseManager {
                 Err(e)
             }
             Err(lost) => {
-                if sent.load(std::sync::atomic::Ordering::Relaxed) {
+                if front.has_sent() {
                     return Err(GuardError::Abandoned(lost));
                 }
                 // Lost before the operation was called: nothing was sent, so the lease (if
@@ -1527,26 +1526,12 @@ impl LeaseManager {
     }
 }
 
-/// The usable time, whatever a panicking holder of the mutex left (an `Instant` is
-/// always whole).
-fn lock(usable: &Mutex<Instant>) -> std::sync::MutexGuard<'_, Instant> {
-    usable
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
-/// The deferred releases, whatever a panicking holder of the mutex left (each entry is
-/// whole: inserts and removals are single calls).
-fn lock_deferred(deferred: &Mutex<Deferred>) -> std::sync::MutexGuard<'_, Deferred> {
-    deferred
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-}
-
 /// Whether two ETags name the same version, whatever their quoting or weak mark: a
 /// store's answers to a PUT and to a HEAD need not write them alike.
 fn same_etag(a: &str, b: &str) -> bool {
-    let bare = |e: &str| e.trim_start_matches("W/").trim_matches('"').to_owned();
+    fn bare(e: &str) -> &str {
+        e.trim_start_matches("W/").trim_matches('"')
+    }
     bare(a) == bare(b)
 }
 

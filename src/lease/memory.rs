@@ -51,9 +51,7 @@ impl MemoryLeaseTable {
     fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<(String, String), LeaseRecord>> {
         // A panic while holding the guard cannot leave a record half-written (every
         // critical section is one insert or remove), so a poisoned map is still sound.
-        self.records
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        super::lock(&self.records)
     }
 }
 

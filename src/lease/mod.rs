@@ -28,3 +28,12 @@ pub use planted::PlantedBug;
 pub(crate) use queue::new_scope;
 pub use record::{CREATE_ETAG, Expect, Holder, LeaseRecord, PutOutcome};
 pub use table::{LeaseTable, TableError};
+
+/// `mutex`'s value, whatever a panicking holder left. Every lock of the lease module
+/// guards a value each critical section leaves whole (a single store, insert or removal),
+/// so a poisoned one is still sound.
+fn lock<T>(mutex: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}

@@ -21,7 +21,9 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
+
+use super::lock;
 
 /// A scope no other caller has (see [`Queues::join`]): callers whose paths name different
 /// objects (two `CommitStore`s over different buckets sharing one manager) must not learn
@@ -156,6 +158,11 @@ impl Front<'_> {
         self.sent_as.store(done.sent, Ordering::Relaxed);
     }
 
+    /// Whether the operation at the front has sent its write.
+    pub(super) fn has_sent(&self) -> bool {
+        self.sent_as.load(Ordering::Relaxed) > 0
+    }
+
     /// Records the operation at the front as succeeded, leaving the object with
     /// `etag_after` if known, for those waiting behind it. Only a write that was sent
     /// (see [`sending`](Self::sending)) counts.
@@ -167,11 +174,6 @@ impl Front<'_> {
             done.success = Some((sent_as, etag_after));
         }
     }
-}
-
-/// `mutex`'s value, whatever a panicking holder left (each write is one whole store).
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
 impl Drop for Place<'_> {

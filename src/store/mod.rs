@@ -151,8 +151,9 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
     }
 
     /// Which conditions the inner store enforces, probed once (under `.dynacommit-probe/`
-    /// at the root or [the probe path](Self::with_probe_path), removed afterwards) and remembered: what [`Conditions::Auto`] decides by, and worth
-    /// logging at start-up. A failed probe is an error and is tried again next time.
+    /// at the root or [the probe path](Self::with_probe_path), removed afterwards) and
+    /// remembered: what [`Conditions::Auto`] decides by, and worth logging at start-up. A
+    /// failed probe is an error and is tried again next time.
     ///
     /// ```
     /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -715,7 +716,8 @@ impl<T: ObjectStore + ?Sized> ObjectStore for CommitStore<T> {
                 let carry = self.carries(|e| e.create);
                 let write =
                     || self.put_under_lease(location, payload, opts, PutMode::Create, carry);
-                self.guarded(location, CREATE_ETAG, || self.check_absent(location), Some(etag_of), write)
+                let check = || self.check_absent(location);
+                self.guarded(location, CREATE_ETAG, check, Some(etag_of), write)
                     .await
             }
             PutMode::Update(version) => {
@@ -734,7 +736,8 @@ impl<T: ObjectStore + ?Sized> ObjectStore for CommitStore<T> {
                 let carry = self.carries(|e| e.update);
                 let mode = PutMode::Update(version);
                 let write = || self.put_under_lease(location, payload, opts, mode, carry);
-                self.guarded(location, &etag, || self.check_etag(location, &etag), Some(etag_of), write)
+                let check = || self.check_etag(location, &etag);
+                self.guarded(location, &etag, check, Some(etag_of), write)
                     .await
             }
         }
@@ -804,8 +807,8 @@ impl<T: ObjectStore + ?Sized> ObjectStore for CommitStore<T> {
                     ..options
                 };
                 let write = || self.inner.copy_opts(from, to, plain);
-                self.guarded(to, CREATE_ETAG, || self.check_copy_target(from, to), None, write)
-                    .await
+                let check = || self.check_copy_target(from, to);
+                self.guarded(to, CREATE_ETAG, check, None, write).await
             }
         }
     }
@@ -833,8 +836,8 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
                     ..options
                 };
                 let write = || self.inner.rename_opts(from, to, plain);
-                self.guarded(to, CREATE_ETAG, || self.check_copy_target(from, to), None, write)
-                    .await
+                let check = || self.check_copy_target(from, to);
+                self.guarded(to, CREATE_ETAG, check, None, write).await
             }
         }
     }
