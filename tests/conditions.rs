@@ -77,13 +77,24 @@ async fn the_probe_finds_what_each_store_enforces_and_leaves_nothing() {
             .fresh_store(S3ConditionalPut::Disabled)
             .await,
     );
-    let cases: [(&str, Arc<dyn ObjectStore>, Enforced); 4] = [
+    let cases: [(&str, Arc<dyn ObjectStore>, Enforced); 5] = [
         ("InMemory", Arc::new(InMemory::new()), Enforced::ALL),
         ("SeaweedFS with conditions", seaweed, Enforced::ALL),
         // s3rver answers If-None-Match and If-Match with a plain write.
         ("s3rver", s3rver, NONE),
         // object_store refuses conditions itself when they are disabled.
         ("SeaweedFS, conditions disabled", disabled, NONE),
+        // Refusing an update on its own ETag is not enforcing: `auto` would fail them all.
+        (
+            "refusing every If-Match",
+            Arc::new(ScriptedStore::refusing_every_update(Arc::new(
+                InMemory::new(),
+            ))),
+            Enforced {
+                update: false,
+                ..Enforced::ALL
+            },
+        ),
     ];
     for (name, inner, expected) in cases {
         let (store, table) = over(inner.clone(), Conditions::Auto).await;

@@ -49,14 +49,17 @@ impl std::str::FromStr for Conditions {
 /// [`CommitStore::enforced`](crate::CommitStore::enforced).
 ///
 /// Found by a probe under `.dynacommit-probe/` (removed afterwards): an object created
-/// twice with `If-None-Match: *` (the second must be refused), updated with an `If-Match`
-/// naming an ETag it does not have (must be refused), and copied twice to one target
-/// with copy-if-not-exists (the second must be refused).
+/// twice with `If-None-Match: *` (the first must be applied, the second refused), updated
+/// with an `If-Match` naming an ETag it does not have (must be refused) and then with one
+/// naming its own (must be applied), and copied twice to one target with
+/// copy-if-not-exists (the first applied, the second refused). A condition counts as
+/// enforced only if the store both refuses what it must and applies what it must: a store
+/// refusing every conditional write would fail every commit.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Enforced {
     /// `PutMode::Create` is refused over an existing object.
     pub create: bool,
-    /// `PutMode::Update` is refused on another ETag.
+    /// `PutMode::Update` is applied on the object's own ETag and refused on another.
     pub update: bool,
     /// `CopyMode::Create` is refused over an existing target.
     pub copy: bool,

@@ -203,22 +203,26 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
         let (object, copy) = (dir.clone().join("object"), dir.join("copy"));
         let body = || PutPayload::from_static(b"dynacommit probe");
         let found = async {
-            let create = match self.inner.put_opts(&object, body(), PutMode::Create.into()).await {
-                Ok(_) => matches!(
-                    self.inner.put_opts(&object, body(), PutMode::Create.into()).await,
-                    Err(E::AlreadyExists { .. })
-                ),
-                Err(E::NotImplemented { .. } | E::NotSupported { .. }) => {
-                    self.inner.put(&object, body()).await?;
-                    false
-                }
-                Err(e) => return Err(e),
-            };
+            let (create, created) =
+                match self.inner.put_opts(&object, body(), PutMode::Create.into()).await {
+                    Ok(created) => {
+                        let second =
+                            self.inner.put_opts(&object, body(), PutMode::Create.into()).await;
+                        (matches!(second, Err(E::AlreadyExists { .. })), created)
+                    }
+                    Err(E::NotImplemented { .. } | E::NotSupported { .. }) => {
+                        (false, self.inner.put(&object, body()).await?)
+                    }
+                    Err(e) => return Err(e),
+                };
+            // An update is enforced if one naming another ETag is refused and one naming
+            // the object's own is applied: a store refusing every `If-Match` would
+            // otherwise read as enforcing, and `auto` would fail every update.
             let elsewhere = $os::UpdateVersion {
                 e_tag: Some("\"dynacommit-probe-mismatch\"".to_owned()),
                 version: None,
             };
-            let update = match self
+            let refused = match self
                 .inner
                 .put_opts(&object, body(), PutMode::Update(elsewhere).into())
                 .await
@@ -226,6 +230,28 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
                 Err(E::Precondition { .. }) => true,
                 Ok(_) | Err(E::NotImplemented { .. } | E::NotSupported { .. }) => false,
                 Err(e) => return Err(e),
+            };
+            let update = refused && {
+                let mut own = $os::UpdateVersion::from(created);
+                if own.e_tag.is_none() && own.version.is_none() {
+                    // A store that names no version on a put may still on a HEAD.
+                    let meta = self.inner.head(&object).await?;
+                    own = $os::UpdateVersion {
+                        e_tag: meta.e_tag,
+                        version: meta.version,
+                    };
+                }
+                match self
+                    .inner
+                    .put_opts(&object, body(), PutMode::Update(own).into())
+                    .await
+                {
+                    Ok(_) => true,
+                    Err(
+                        E::Precondition { .. } | E::NotImplemented { .. } | E::NotSupported { .. },
+                    ) => false,
+                    Err(e) => return Err(e),
+                }
             };
             let if_absent = || CopyOptions::new().with_mode(CopyMode::Create);
             let copied = match self.inner.copy_opts(&object, &copy, if_absent()).await {

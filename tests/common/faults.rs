@@ -14,7 +14,8 @@ use md5::Digest;
 use object_store::path::Path;
 use object_store::{
     CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload, ObjectMeta,
-    ObjectStore, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions, Result,
+    ObjectStore, PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult, RenameOptions,
+    Result,
 };
 use tokio::time::Instant;
 
@@ -149,6 +150,9 @@ pub struct ScriptedStore {
     pub write_before_next_put: Arc<Mutex<Option<bytes::Bytes>>>,
     /// Puts and copies outside this prefix refused (as credentials allowed one prefix).
     pub writes_only_under: Option<Path>,
+    /// Every `PutMode::Update` refused with `Precondition`, whatever its ETag (a store
+    /// that answers every `If-Match` with 412).
+    pub refuse_every_update: bool,
 }
 
 impl ScriptedStore {
@@ -163,6 +167,15 @@ impl ScriptedStore {
             stall_next_head: Arc::default(),
             write_before_next_put: Arc::default(),
             writes_only_under: None,
+            refuse_every_update: false,
+        }
+    }
+
+    /// Every conditional update refused, the one naming the object's own ETag too.
+    pub fn refusing_every_update(inner: Arc<dyn ObjectStore>) -> Self {
+        Self {
+            refuse_every_update: true,
+            ..Self::plain(inner)
         }
     }
 
@@ -338,6 +351,12 @@ impl ObjectStore for ScriptedStore {
     ) -> Result<PutResult> {
         self.count();
         self.may_write(location)?;
+        if self.refuse_every_update && matches!(opts.mode, PutMode::Update(_)) {
+            return Err(object_store::Error::Precondition {
+                path: location.to_string(),
+                source: "412: this store refuses every If-Match".into(),
+            });
+        }
         self.pause().await;
         let before = self.write_before_next_put.lock().unwrap().take();
         if let Some(body) = before {
