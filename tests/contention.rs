@@ -1,7 +1,8 @@
 //! What contention costs a writer: one that finds another's commit in progress, after its
 //! own checks have been failing, waits for it without a refused DynamoDB write; and a
 //! waiter looks for a commit's outcome once, after about one hold, instead of early and
-//! often. On Tokio's paused clock: every delay is exact.
+//! often; and contention met on one log changes nothing for commits to another table. On
+//! Tokio's paused clock: every delay is exact.
 
 mod common;
 
@@ -10,7 +11,9 @@ use std::time::Duration;
 
 use common::faults::{FaultyTable, LatentStore, ScriptedStore};
 use dynacommit::CommitStore;
-use dynacommit::lease::{LeaseConfig, LeaseManager, LeaseTable};
+use dynacommit::bench::CountingTable;
+use dynacommit::lease::{Clock, LeaseConfig, LeaseManager, LeaseTable, SystemClock};
+use futures::future::BoxFuture;
 use object_store::memory::InMemory;
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode};
@@ -133,6 +136,94 @@ async fn a_waiter_looks_for_a_commits_outcome_after_about_one_hold() {
     assert!(
         waited >= Duration::from_millis(2) && waited < Duration::from_millis(5),
         "learned the outcome after {waited:?}"
+    );
+}
+
+/// Tokio's clock, with every random pause the longest allowed: a back-off owed shows in
+/// the time an operation takes.
+#[derive(Debug)]
+struct LongestPauses;
+
+impl Clock for LongestPauses {
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+
+    fn sleep_until(&self, deadline: Instant) -> BoxFuture<'static, ()> {
+        Box::pin(tokio::time::sleep_until(deadline))
+    }
+
+    fn unix_time(&self) -> Duration {
+        SystemClock.unix_time()
+    }
+
+    fn random_pause(&self, bound: Duration) -> Duration {
+        bound
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn contention_on_one_log_leaves_commits_to_another_table_alone() {
+    let objects = Arc::new(InMemory::new());
+    let slow: Arc<dyn ObjectStore> = Arc::new(ScriptedStore::slow(
+        objects.clone(),
+        Duration::from_millis(5),
+    ));
+    let table = FaultyTable::new();
+    let config = common::test_lease_config("memory");
+    let counted = Arc::new(CountingTable::new(table.clone() as Arc<dyn LeaseTable>));
+    let leases = LeaseManager::new(counted.clone() as Arc<dyn LeaseTable>, config.clone())
+        .unwrap()
+        .with_clock(Arc::new(LongestPauses));
+    let both = CommitStore::new(slow.clone(), leases);
+
+    // The writer finds a version of the hot log taken, then loses the next to a commit in
+    // progress: that log is contended, and its next operation owes a pause.
+    objects
+        .put(&Path::from("hot/_delta_log/0.json"), "taken".into())
+        .await
+        .unwrap();
+    assert!(!create(&both, "hot/_delta_log/0.json").await);
+    let holder = commit_in_progress(
+        writer(slow.clone(), &table, &config),
+        &table,
+        "hot/_delta_log/1.json",
+    )
+    .await;
+    assert!(!create(&both, "hot/_delta_log/1.json").await);
+    assert!(holder.await.unwrap());
+    both.leases().settled().await;
+
+    // A commit to another table: the check beside the PutItem, no read, no pause; the
+    // 5 ms write is all it takes.
+    let reads = counted.counts().reads;
+    let started = Instant::now();
+    assert!(create(&both, "cold/_delta_log/0.json").await);
+    let took = started.elapsed();
+    assert_eq!(
+        counted.counts().reads,
+        reads,
+        "the cold table's commit read a record"
+    );
+    assert!(
+        took < Duration::from_millis(6),
+        "the cold table's commit took {took:?}"
+    );
+
+    // The hot log keeps both: its next commit pauses (two holds of 5 ms: one loss in a
+    // row), then checks first and reads the record before its PutItem.
+    let reads = counted.counts().reads;
+    let started = Instant::now();
+    assert!(create(&both, "hot/_delta_log/2.json").await);
+    let took = started.elapsed();
+    assert_eq!(
+        counted.counts().reads,
+        reads + 1,
+        "the hot log's commit read no record"
+    );
+    assert!(
+        took >= Duration::from_millis(15),
+        "the hot log's commit took {took:?}"
     );
 }
 

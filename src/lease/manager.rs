@@ -13,6 +13,7 @@ use super::clock::{Clock, SystemClock};
 use super::config::{LeaseConfig, safety_margin, stale_after};
 use super::lock;
 use super::planted::{Planted, PlantedBug};
+use super::pressure::{Pressure, Slot};
 use super::queue::{Ahead, Queues};
 use super::record::{Expect, Holder, LeaseRecord, PutOutcome};
 use super::table::{LeaseTable, TableError};
@@ -54,32 +55,18 @@ pub struct LeaseManager {
     process: Arc<str>,
     /// Releases sent in the background and not yet answered (see [`LeaseManager::settled`]).
     background: Arc<Background>,
-    /// How often, lately, a first check failed (the object was already there) or a wait
-    /// was lost to another writer: each such failure beside a PutItem wasted a DynamoDB
-    /// write, so while this is above zero the check goes first, then a read of the lease
-    /// record (see `guard`). Raised by 4 per failure or loss (at most 16), lowered by 1
-    /// per first check that passes.
-    contended: Arc<std::sync::atomic::AtomicU32>,
+    /// What contention each directory of keys met lately: whether its next operation
+    /// checks first and reads the record, and pauses (see `pressure.rs` and `guard`).
+    pressure: Arc<Pressure>,
     /// How long this manager's guarded operations hold their lease, in microseconds: a
     /// moving average (zero until the first). A waiter on a commit in progress looks
     /// first after about this long, when the holder's outcome is likely known.
     hold_micros: Arc<std::sync::atomic::AtomicU64>,
-    /// Losses in a row to another writer's operation (a check that failed while waiting
-    /// on its lease), since this manager's last success; and whether the next guarded
-    /// operation owes a pause for the last of them (see `back_off`).
-    losses: Arc<Losses>,
     /// Finished creates' leases awaiting their object's deletion, unless `None` (released
     /// at once).
     deferred: Option<Arc<Mutex<Deferred>>>,
     /// The guarded operations in progress, one at a time per lease (see `queue.rs`).
     queues: Arc<Queues>,
-}
-
-/// See [`LeaseManager`]'s `losses`.
-#[derive(Debug, Default)]
-struct Losses {
-    in_a_row: std::sync::atomic::AtomicU32,
-    owed: std::sync::atomic::AtomicBool,
 }
 
 /// Background releases in flight, and a way to wait for none.
@@ -413,9 +400,8 @@ impl LeaseManager {
             on_wait: None,
             process: this_process().into(),
             background: Arc::default(),
-            contended: Arc::default(),
+            pressure: Arc::default(),
             hold_micros: Arc::default(),
-            losses: Arc::default(),
             deferred: Some(Arc::default()),
             queues: Arc::default(),
         })
@@ -657,7 +643,6 @@ impl LeaseManager {
         W: FnOnce() -> WF,
         WF: Future<Output = Result<T, E>>,
     {
-        use std::sync::atomic::Ordering;
         // Tasks of this manager racing for this lease go one at a time (`queue.rs`): their
         // race is settled here, before any lease request. One queued before a successful
         // write ahead of it was sent overlapped that write's landing, so it may fail as if
@@ -692,7 +677,8 @@ impl LeaseManager {
             }
             check().await.map_err(GuardError::Check)?;
         }
-        self.back_off().await;
+        let pressure = self.pressure.of(path);
+        self.back_off(pressure).await;
         // A create of a path whose earlier create's lease this manager still keeps: the
         // object was deleted behind our back (a delete through this store releases it), or
         // the check will fail anyway. Our own record would otherwise be waited out like a
@@ -715,9 +701,9 @@ impl LeaseManager {
         // learns it from the read (a fifth of a write's price), not from a refused write.
         // The read waits for the check, not beside it: a writer catching up on a log
         // meets many versions already there, and each then costs one HEAD alone.
-        let start = if self.contended.load(Ordering::Relaxed) > 0 {
+        let start = if pressure.is_contended() {
             let checked = check().await;
-            self.note_first_check(checked.is_ok());
+            pressure.note_first_check(checked.is_ok());
             checked.map_err(GuardError::Check)?;
             match self.table.get(path, etag).await {
                 Ok(seen) => Start::Seen(seen),
@@ -764,7 +750,7 @@ impl LeaseManager {
             Ok(Ok(out)) => {
                 front.succeeded(etag_after.and_then(|after| after(&out)));
                 self.note_hold(self.clock.now().saturating_duration_since(holding));
-                self.losses.in_a_row.store(0, Ordering::Relaxed);
+                pressure.note_success();
                 match &self.deferred {
                     Some(deferred) if keep_on_success => {
                         let now = self.clock.now();
@@ -840,21 +826,6 @@ impl LeaseManager {
             .await
     }
 
-    /// Counts a first check's outcome in the contention counter (see its field): +4 for a
-    /// failure, at most 16; -1 for a pass.
-    fn note_first_check(&self, passed: bool) {
-        use std::sync::atomic::Ordering;
-        let _ = self
-            .contended
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |c| {
-                Some(if passed {
-                    c.saturating_sub(1)
-                } else {
-                    (c + 4).min(16)
-                })
-            });
-    }
-
     /// Adds a guarded operation's hold (lease won to operation done) to the moving average
     /// of holds, weighing it 1/8.
     fn note_hold(&self, held: Duration) {
@@ -879,35 +850,17 @@ impl LeaseManager {
     /// and the pack meets again at the version after. Spread apart at random, and further
     /// the more they lose, they let the winner commit on alone while they catch up, and
     /// arrive at the head of the log one at a time (the back-off of a shared channel: a
-    /// winner, which never loses, never pauses).
-    async fn back_off(&self) {
-        use std::sync::atomic::Ordering;
-        if !self.losses.owed.swap(false, Ordering::Relaxed) {
+    /// winner, which never loses, never pauses). Losses are counted per directory of keys
+    /// (`pressure`), so a loss on one log does not delay commits to another table.
+    async fn back_off(&self, pressure: &Slot) {
+        let Some(losses) = pressure.take_owed_pause() else {
             return;
-        }
-        let losses = self.losses.in_a_row.load(Ordering::Relaxed).min(4);
+        };
         let poll = self.config.poll_interval;
         let hold = self.average_hold().unwrap_or(poll / 16);
         // Never longer than a lease: a pause is to spread writers, not to outwait them.
         let bound = (hold * (1 << losses)).min(poll).min(self.config.timeout);
         self.clock.sleep(self.clock.random_pause(bound)).await;
-    }
-
-    /// Counts a loss to another writer's operation: the check failed while waiting on its
-    /// lease (whatever the failure: a HEAD that erred counts too, and the next operation,
-    /// of whatever path, pays). The next guarded operation backs off (see `back_off`), and
-    /// checks first, as after a failed first check: a writer that waited on a holder it
-    /// learned of from a refused PutItem learns of the next from a read.
-    fn note_loss(&self) {
-        use std::sync::atomic::Ordering;
-        self.note_first_check(false);
-        let _ = self
-            .losses
-            .in_a_row
-            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| {
-                Some(n.saturating_add(1))
-            });
-        self.losses.owed.store(true, Ordering::Relaxed);
     }
 
     /// The first pause of a wait on `seen`. A record at generation 0 not released is a
@@ -980,7 +933,7 @@ impl LeaseManager {
                     // A failed check: the PutItem was wasted, and the next calls check
                     // first. (A pass here leaves the count alone: it is already zero.)
                     if checked.is_err() {
-                        self.note_first_check(false);
+                        self.pressure.of(&lease.path).note_first_check(false);
                     }
                     if let Err(e) = checked {
                         // Nothing is to be written: a lease the attempt won goes at once.
@@ -1160,7 +1113,7 @@ impl LeaseManager {
                 if !self.planted(PlantedBug::NoRecheckAfterTakeover)
                     && let Err(e) = check().await
                 {
-                    self.note_loss();
+                    self.pressure.of(&lease.path).note_loss();
                     return Err(AcquireError::Check(e));
                 }
                 return Ok(Turn::Reclaim(seen));
@@ -1190,7 +1143,7 @@ impl LeaseManager {
             self.clock.sleep(pause.min(stale - waited)).await;
             pause = (pause * 2).min(self.config.poll_interval);
             if let Err(e) = check().await {
-                self.note_loss();
+                self.pressure.of(&lease.path).note_loss();
                 return Err(AcquireError::Check(e));
             }
             match self.table.get(&seen.path, &seen.etag).await {

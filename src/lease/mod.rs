@@ -13,6 +13,7 @@ mod dynamo;
 mod manager;
 mod memory;
 mod planted;
+mod pressure;
 mod queue;
 mod record;
 mod table;
