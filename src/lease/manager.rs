@@ -842,10 +842,10 @@ impl LeaseManager {
             });
     }
 
-    /// Pauses, if the last guarded operation lost to another writer's, for a random time
-    /// below one hold times 2 to the power of the losses in a row (at most 16 holds), but
-    /// at most the poll interval. A writer that lost a version of a log to a commit in progress
-    /// would otherwise be back at the next version with the rest of the losers and the
+    /// Pauses, if the last guarded operation in this directory of keys lost to another
+    /// writer's, for a random time below one hold times 2 to the power of the losses in a
+    /// row (at most 16 holds), but at most the poll interval. A writer that lost a version
+    /// of a log to a commit in progress would otherwise be back at the next version with the rest of the losers and the
     /// winner, all sending PutItems while it is absent: one is written, the rest refused,
     /// and the pack meets again at the version after. Spread apart at random, and further
     /// the more they lose, they let the winner commit on alone while they catch up, and
@@ -930,8 +930,9 @@ impl LeaseManager {
                     let (checked, attempt) =
                         futures::future::join(first, self.try_put(&lease, generation, &expect))
                             .await;
-                    // A failed check: the PutItem was wasted, and the next calls check
-                    // first. (A pass here leaves the count alone: it is already zero.)
+                    // A failed check: the PutItem was wasted, and the next calls in this
+                    // directory check first. (A pass here leaves the count alone: it is
+                    // already zero.)
                     if checked.is_err() {
                         self.pressure.of(&lease.path).note_first_check(false);
                     }

@@ -10,7 +10,6 @@
 //! two that share a slot share their state, as every key of a manager once did. None of
 //! this touches safety: it decides what a writer sends first and how long it pauses.
 
-use std::hash::{Hash, Hasher};
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 /// Slots per manager: collisions only cost what a shared state costs, so a few dozen
@@ -35,11 +34,12 @@ impl Pressure {
     /// The state of `key`'s directory (everything before its last `/`).
     pub(super) fn of(&self, key: &str) -> &Slot {
         let directory = key.rsplit_once('/').map_or("", |(directory, _)| directory);
-        // Fixed keys, not a per-process seed: a simulation replays its seed only if
-        // which directories share a slot is the same every run.
-        let mut hasher = std::hash::DefaultHasher::new();
-        directory.hash(&mut hasher);
-        let slot = usize::try_from(hasher.finish() % SLOTS as u64).unwrap_or(0);
+        // FNV-1a, fixed: a simulation replays its seed only if which directories share a
+        // slot is the same every run, and on every toolchain (std's hasher may change).
+        let hash = directory.bytes().fold(0xcbf2_9ce4_8422_2325_u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+        });
+        let slot = usize::try_from(hash % SLOTS as u64).unwrap_or(0);
         &self.slots[slot]
     }
 }

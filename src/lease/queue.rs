@@ -4,7 +4,7 @@
 //! Tasks sharing a manager (one `CommitStore` serving many requests) that race for the
 //! same lease would otherwise each send a PutItem that all but one lose, then poll the
 //! object until the winner's write shows: requests that slow the winner on the servers,
-//! and losses that make the manager back off. Queued, a task learns what the operations
+//! and losses that make the manager back off on that log. Queued, a task learns what the operations
 //! ahead of it did. One that joined before a successful write ahead of it was sent
 //! overlapped that write's landing in time, so it may fail as if it came just after it,
 //! when a create finds the object there and an update finds the ETag the write left.

@@ -203,18 +203,17 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
         let (object, copy) = (dir.clone().join("object"), dir.join("copy"));
         let body = || PutPayload::from_static(b"dynacommit probe");
         let found = async {
-            let (create, created) =
-                match self.inner.put_opts(&object, body(), PutMode::Create.into()).await {
-                    Ok(created) => {
-                        let second =
-                            self.inner.put_opts(&object, body(), PutMode::Create.into()).await;
-                        (matches!(second, Err(E::AlreadyExists { .. })), created)
-                    }
-                    Err(E::NotImplemented { .. } | E::NotSupported { .. }) => {
-                        (false, self.inner.put(&object, body()).await?)
-                    }
-                    Err(e) => return Err(e),
-                };
+            let create = match self.inner.put_opts(&object, body(), PutMode::Create.into()).await {
+                Ok(_) => matches!(
+                    self.inner.put_opts(&object, body(), PutMode::Create.into()).await,
+                    Err(E::AlreadyExists { .. })
+                ),
+                Err(E::NotImplemented { .. } | E::NotSupported { .. }) => {
+                    self.inner.put(&object, body()).await?;
+                    false
+                }
+                Err(e) => return Err(e),
+            };
             // An update is enforced if one naming another ETag is refused and one naming
             // the object's own is applied: a store refusing every `If-Match` would
             // otherwise read as enforcing, and `auto` would fail every update.
@@ -232,25 +231,31 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
                 Err(e) => return Err(e),
             };
             let update = refused && {
-                let mut own = $os::UpdateVersion::from(created);
-                if own.e_tag.is_none() && own.version.is_none() {
-                    // A store that names no version on a put may still on a HEAD.
-                    let meta = self.inner.head(&object).await?;
-                    own = $os::UpdateVersion {
-                        e_tag: meta.e_tag,
-                        version: meta.version,
-                    };
-                }
-                match self
-                    .inner
-                    .put_opts(&object, body(), PutMode::Update(own).into())
-                    .await
-                {
-                    Ok(_) => true,
-                    Err(
-                        E::Precondition { .. } | E::NotImplemented { .. } | E::NotSupported { .. },
-                    ) => false,
-                    Err(e) => return Err(e),
+                // The object's own version as it is now (a store ignoring `If-None-Match`
+                // let the second create overwrite the first). Without an ETag an update
+                // cannot name it, so none is enforced.
+                let meta = self.inner.head(&object).await?;
+                match meta.e_tag {
+                    None => false,
+                    e_tag => {
+                        let own = $os::UpdateVersion {
+                            e_tag,
+                            version: meta.version,
+                        };
+                        match self
+                            .inner
+                            .put_opts(&object, body(), PutMode::Update(own).into())
+                            .await
+                        {
+                            Ok(_) => true,
+                            Err(
+                                E::Precondition { .. }
+                                | E::NotImplemented { .. }
+                                | E::NotSupported { .. },
+                            ) => false,
+                            Err(e) => return Err(e),
+                        }
+                    }
                 }
             };
             let if_absent = || CopyOptions::new().with_mode(CopyMode::Create);
