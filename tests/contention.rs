@@ -1,7 +1,8 @@
 //! What contention costs a writer: one that finds another's commit in progress, after its
 //! own checks have been failing, waits for it without a refused DynamoDB write; and a
 //! waiter looks for a commit's outcome once, after about one hold, instead of early and
-//! often; and contention met on one log changes nothing for commits to another table. On
+//! often; a writer that has just committed goes straight at the next version; and
+//! contention met on one log changes nothing for commits to another table. On
 //! Tokio's paused clock: every delay is exact.
 
 mod common;
@@ -136,6 +137,43 @@ async fn a_waiter_looks_for_a_commits_outcome_after_about_one_hold() {
     assert!(
         waited >= Duration::from_millis(2) && waited < Duration::from_millis(5),
         "learned the outcome after {waited:?}"
+    );
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_writer_that_committed_goes_straight_at_the_next_version() {
+    let objects = Arc::new(InMemory::new());
+    let table = FaultyTable::new();
+    let counted = Arc::new(CountingTable::new(table as Arc<dyn LeaseTable>));
+    let leases = LeaseManager::new(
+        counted.clone() as Arc<dyn LeaseTable>,
+        common::test_lease_config("memory"),
+    )
+    .unwrap();
+    let store = CommitStore::new(objects.clone() as Arc<dyn ObjectStore>, leases);
+
+    // It finds version 0 taken: the log is contended for it.
+    objects
+        .put(&Path::from("log/0.json"), "taken".into())
+        .await
+        .unwrap();
+    assert!(!create(&store, "log/0.json").await);
+    // Version 1 it wins, checking first and reading the record before its PutItem.
+    let reads = counted.counts().reads;
+    assert!(create(&store, "log/1.json").await);
+    assert_eq!(
+        counted.counts().reads,
+        reads + 1,
+        "version 1 was not approached as contended"
+    );
+    // Having committed, it is at the head of the log: version 2 goes out as uncontended
+    // ones do, the check beside the PutItem, no read.
+    let reads = counted.counts().reads;
+    assert!(create(&store, "log/2.json").await);
+    assert_eq!(
+        counted.counts().reads,
+        reads,
+        "the writer at the head of the log read a record"
     );
 }
 

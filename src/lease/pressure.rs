@@ -49,7 +49,7 @@ impl Pressure {
 pub(super) struct Slot {
     /// How often, lately, a first check failed (the object was already there) or a wait
     /// was lost: raised by 4 per failure or loss (at most 16), lowered by 1 per first
-    /// check that passes. While above zero, the check goes first.
+    /// check that passes, cleared by a success. While above zero, the check goes first.
     contended: AtomicU32,
     /// Losses in a row to another writer's operation since the last success here.
     losses_in_a_row: AtomicU32,
@@ -91,9 +91,15 @@ impl Slot {
         self.owed.store(true, Ordering::Relaxed);
     }
 
-    /// A guarded operation here succeeded: the losses in a row end.
+    /// A guarded operation here succeeded: the losses in a row end, and so does the
+    /// contention. A writer that has just committed a version is at the head of the log,
+    /// ahead of those still learning of its commit: its next version is most likely
+    /// free, and a check and a read before its PutItem would only lengthen the chain of
+    /// commits (measured: the log race on SeaweedFS went from 115-133 to 212-219 commits/s,
+    /// and its refused PutItems fell, the winner reaching each version before the pack).
     pub(super) fn note_success(&self) {
         self.losses_in_a_row.store(0, Ordering::Relaxed);
+        self.contended.store(0, Ordering::Relaxed);
     }
 
     /// If a pause is owed here, takes it: the losses in a row (at most 4), which size it.
@@ -130,7 +136,7 @@ mod tests {
     }
 
     #[test]
-    fn contention_fades_after_four_passing_checks_per_failure() {
+    fn contention_fades_after_four_passing_checks_per_failure_or_one_success() {
         let slot = Slot::default();
         slot.note_first_check(false);
         for _ in 0..3 {
@@ -138,6 +144,10 @@ mod tests {
             assert!(slot.is_contended());
         }
         slot.note_first_check(true);
+        assert!(!slot.is_contended());
+        slot.note_loss();
+        slot.note_loss();
+        slot.note_success();
         assert!(!slot.is_contended());
     }
 }
