@@ -42,6 +42,26 @@ async fn create(store: &CommitStore, path: &str) -> bool {
     }
 }
 
+/// Puts `path` into `objects` behind the writer's back, then has `store` try to create it:
+/// its check fails, so that directory is contended for it (as for a loser of a log race).
+async fn find_taken(store: &CommitStore, objects: &InMemory, path: &str) {
+    objects
+        .put(&Path::from(path), "taken".into())
+        .await
+        .unwrap();
+    assert!(!create(store, path).await, "{path} was taken");
+}
+
+/// A lease manager over `table` whose requests are counted.
+fn counted_leases(
+    table: &Arc<FaultyTable>,
+    config: LeaseConfig,
+) -> (LeaseManager, Arc<CountingTable>) {
+    let counted = Arc::new(CountingTable::new(table.clone() as Arc<dyn LeaseTable>));
+    let leases = LeaseManager::new(counted.clone() as Arc<dyn LeaseTable>, config).unwrap();
+    (leases, counted)
+}
+
 /// Starts `holder`'s create of `path` (its write slow) and returns once its lease is
 /// written, with the write still on its way.
 async fn commit_in_progress(
@@ -73,11 +93,7 @@ async fn under_contention_a_commit_in_progress_costs_a_read_not_a_refused_write(
     // A writer whose last create found its version taken (as a loser of a log race
     // does): its check failed, so it is in the contended mode.
     let contended = writer(slow.clone(), &table, &config);
-    objects
-        .put(&Path::from("log/0.json"), "taken".into())
-        .await
-        .unwrap();
-    assert!(!create(&contended, "log/0.json").await);
+    find_taken(&contended, &objects, "log/0.json").await;
     contended.leases().settled().await;
 
     // It arrives while another writer's commit of the next version is in progress.
@@ -143,21 +159,12 @@ async fn a_waiter_looks_for_a_commits_outcome_after_about_one_hold() {
 #[tokio::test(start_paused = true)]
 async fn a_writer_that_committed_goes_straight_at_the_next_version() {
     let objects = Arc::new(InMemory::new());
-    let table = FaultyTable::new();
-    let counted = Arc::new(CountingTable::new(table as Arc<dyn LeaseTable>));
-    let leases = LeaseManager::new(
-        counted.clone() as Arc<dyn LeaseTable>,
-        common::test_lease_config("memory"),
-    )
-    .unwrap();
+    let (leases, counted) =
+        counted_leases(&FaultyTable::new(), common::test_lease_config("memory"));
     let store = CommitStore::new(objects.clone() as Arc<dyn ObjectStore>, leases);
 
     // It finds version 0 taken: the log is contended for it.
-    objects
-        .put(&Path::from("log/0.json"), "taken".into())
-        .await
-        .unwrap();
-    assert!(!create(&store, "log/0.json").await);
+    find_taken(&store, &objects, "log/0.json").await;
     // Version 1 it wins, checking first and reading the record before its PutItem.
     let reads = counted.counts().reads;
     assert!(create(&store, "log/1.json").await);
@@ -209,19 +216,13 @@ async fn contention_on_one_log_leaves_commits_to_another_table_alone() {
     ));
     let table = FaultyTable::new();
     let config = common::test_lease_config("memory");
-    let counted = Arc::new(CountingTable::new(table.clone() as Arc<dyn LeaseTable>));
-    let leases = LeaseManager::new(counted.clone() as Arc<dyn LeaseTable>, config.clone())
-        .unwrap()
-        .with_clock(Arc::new(LongestPauses));
+    let (leases, counted) = counted_leases(&table, config.clone());
+    let leases = leases.with_clock(Arc::new(LongestPauses));
     let both = CommitStore::new(slow.clone(), leases);
 
     // The writer finds a version of the hot log taken, then loses the next to a commit in
     // progress: that log is contended, and its next operation owes a pause.
-    objects
-        .put(&Path::from("hot/_delta_log/0.json"), "taken".into())
-        .await
-        .unwrap();
-    assert!(!create(&both, "hot/_delta_log/0.json").await);
+    find_taken(&both, &objects, "hot/_delta_log/0.json").await;
     let holder = commit_in_progress(
         writer(slow.clone(), &table, &config),
         &table,

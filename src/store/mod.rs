@@ -235,28 +235,24 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
                 // let the second create overwrite the first). Without an ETag an update
                 // cannot name it, so none is enforced.
                 let meta = self.inner.head(&object).await?;
-                match meta.e_tag {
-                    None => false,
-                    e_tag => {
-                        let own = $os::UpdateVersion {
-                            e_tag,
-                            version: meta.version,
-                        };
-                        match self
-                            .inner
-                            .put_opts(&object, body(), PutMode::Update(own).into())
-                            .await
-                        {
-                            Ok(_) => true,
-                            Err(
-                                E::Precondition { .. }
-                                | E::NotImplemented { .. }
-                                | E::NotSupported { .. },
-                            ) => false,
-                            Err(e) => return Err(e),
-                        }
+                let own = $os::UpdateVersion {
+                    e_tag: meta.e_tag,
+                    version: meta.version,
+                };
+                own.e_tag.is_some()
+                    && match self
+                        .inner
+                        .put_opts(&object, body(), PutMode::Update(own).into())
+                        .await
+                    {
+                        Ok(_) => true,
+                        Err(
+                            E::Precondition { .. }
+                            | E::NotImplemented { .. }
+                            | E::NotSupported { .. },
+                        ) => false,
+                        Err(e) => return Err(e),
                     }
-                }
             };
             let if_absent = || CopyOptions::new().with_mode(CopyMode::Create);
             let copied = match self.inner.copy_opts(&object, &copy, if_absent()).await {
