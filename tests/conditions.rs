@@ -225,19 +225,64 @@ async fn a_refusal_of_our_own_earlier_attempt_is_a_success() {
 }
 
 #[tokio::test]
-async fn in_lease_mode_the_write_under_the_lease_is_plain() {
-    // Without a probe nothing is known of how the store answers the headers, so the
-    // default mode writes plainly, as 0.12.5 does: the outsider's object is overwritten.
+async fn in_lease_mode_too_the_write_under_the_lease_carries_its_condition() {
+    // Lease mode runs no probe, yet its leased write carries `If-None-Match` as `auto`'s
+    // does: a writer without a lease (a native-mode writer of a rolling migration, a
+    // plain client) that slips in between the check and the write is refused, not
+    // overwritten. (Written plain, as object_store 0.12.5 writes, the outsider's commit
+    // would be lost: the simulator's `catches_a_plain_write_under_a_lease_beside_native_writers`.)
     let armed = Arc::new(Mutex::new(None));
     let (store, local, _dir) = with_a_write_before_the_put(armed.clone(), Conditions::Lease).await;
     let path = Path::from("log/0.json");
     *armed.lock().unwrap() = Some(Bytes::from_static(b"outsider"));
-    store
+    let refused = store
         .put_opts(&path, "ours".into(), PutMode::Create.into())
         .await
-        .unwrap();
+        .unwrap_err();
+    assert!(
+        matches!(refused, object_store::Error::Generic { .. }),
+        "{refused:?}"
+    );
     let stored = local.get(&path).await.unwrap().bytes().await.unwrap();
-    assert_eq!(stored.as_ref(), b"ours");
+    assert_eq!(stored.as_ref(), b"outsider");
+}
+
+#[tokio::test]
+async fn a_store_that_refuses_a_header_gets_the_write_plain_under_the_lease() {
+    // The local file system answers `PutMode::Update` with NotImplemented: the leased
+    // update is sent again without its condition (nothing was written), and the next
+    // goes plain at once, for a while.
+    let dir = tempfile::tempdir().unwrap();
+    let local: Arc<dyn ObjectStore> =
+        Arc::new(object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap());
+    let store = CommitStore::new(local.clone(), common::memory_leases());
+    let path = Path::from("pointer");
+    let first = store
+        .put_opts(&path, "v1".into(), PutMode::Create.into())
+        .await
+        .unwrap();
+    let second = store
+        .put_opts(&path, "v2".into(), PutMode::Update(first.into()).into())
+        .await
+        .unwrap();
+    store
+        .put_opts(
+            &path,
+            "v3".into(),
+            PutMode::Update(second.clone().into()).into(),
+        )
+        .await
+        .unwrap();
+    let stale = store
+        .put_opts(&path, "v4".into(), PutMode::Update(second.into()).into())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(stale, object_store::Error::Precondition { .. }),
+        "{stale:?}"
+    );
+    let stored = local.get(&path).await.unwrap().bytes().await.unwrap();
+    assert_eq!(stored.as_ref(), b"v3");
 }
 
 /// Credentials that may write under one prefix only (an IAM policy for one table): the

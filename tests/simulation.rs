@@ -85,7 +85,19 @@ fn run_seeds(
     planted: &[PlantedBug],
     first_failure: bool,
 ) -> Report {
-    let threads = std::thread::available_parallelism().map_or(2, |n| n.get()) as u64;
+    let lanes = std::thread::available_parallelism().map_or(2, |n| n.get()) as u64;
+    run_seeds_on(lanes, scenario, seeds, profile, planted, first_failure)
+}
+
+/// [`run_seeds`] on `threads` threads.
+fn run_seeds_on(
+    threads: u64,
+    scenario: Scenario,
+    seeds: std::ops::Range<u64>,
+    profile: &Profile,
+    planted: &[PlantedBug],
+    first_failure: bool,
+) -> Report {
     let found = std::sync::atomic::AtomicBool::new(false);
     let reports: Vec<Report> = std::thread::scope(|scope| {
         let handles: Vec<_> = (0..threads)
@@ -154,22 +166,42 @@ fn describe_failures(scenario: Scenario, report: &Report) -> String {
     text
 }
 
-fn keeps_every_invariant(scenario: Scenario, default_seeds: u64) {
-    keeps_every_invariant_under(scenario, default_seeds, &Profile::mixed());
+/// The seeds of one share (`chunk` of `chunks`) of a run of `default_total` seeds (or
+/// `DYNACOMMIT_SIM_SEEDS`): each share is a test of its own, so nextest spreads a run over
+/// the machine's cores and no test comes near its time limit. `DYNACOMMIT_SIM_SEED=N`
+/// replays seed N in the share that holds it (the first, for a seed beyond the run).
+fn share_of_seeds(default_total: u64, chunks: u64, chunk: u64) -> std::ops::Range<u64> {
+    let total = env_number("DYNACOMMIT_SIM_SEEDS").unwrap_or(default_total);
+    let bounds = |c: u64| total * c / chunks..total * (c + 1) / chunks;
+    match env_number("DYNACOMMIT_SIM_SEED") {
+        Some(seed) => {
+            let holder = (0..chunks)
+                .find(|c| bounds(*c).contains(&seed))
+                .unwrap_or(0);
+            if holder == chunk {
+                seed..seed + 1
+            } else {
+                seed..seed
+            }
+        }
+        None => bounds(chunk),
+    }
 }
 
-/// Runs the seeds under `profile`, fails on any violation, and returns the report.
+/// Runs one share of seeds under `profile` on one core (nextest runs the shares side by
+/// side), fails on any violation, and returns the report.
 fn keeps_every_invariant_under(
     scenario: Scenario,
-    default_seeds: u64,
+    seeds: std::ops::Range<u64>,
     profile: &Profile,
 ) -> Report {
     let started = Instant::now();
-    let report = run_seeds(scenario, seeds(default_seeds), profile, &[], false);
+    let first = seeds.start;
+    let report = run_seeds_on(1, scenario, seeds, profile, &[], false);
     println!(
-        "{scenario:?}: {} seeds simulated in {:.1?}: {} operations, {} acknowledged, {} refused \
-         in their process's queue, {} writes applied, {} deletes applied, {} lock \
-         acquisitions; {} seeds with violations",
+        "{scenario:?}: {} seeds from {first} simulated in {:.1?}: {} operations, {} \
+         acknowledged, {} refused in their process's queue, {} writes applied, {} deletes \
+         applied, {} lock acquisitions; {} seeds with violations",
         report.seeds,
         started.elapsed(),
         report.operations,
@@ -190,22 +222,27 @@ fn keeps_every_invariant_under(
     report
 }
 
-#[test]
-fn commits_keep_every_invariant_over_thousands_of_seeds() {
-    keeps_every_invariant(Scenario::Commits, 10_000);
+/// The main commit run: 10,000 seeds of the mixed profile, in ten shares.
+const COMMIT_SEEDS: u64 = 10_000;
+const COMMIT_SHARES: u64 = 10;
+
+fn commits_keep_every_invariant(share: u64) {
+    let seeds = share_of_seeds(COMMIT_SEEDS, COMMIT_SHARES, share);
+    keeps_every_invariant_under(Scenario::Commits, seeds, &Profile::mixed());
 }
 
 /// Three tasks in each node process share its `CommitStore`, so their races for one
 /// lease meet in its manager's queue (`src/lease/queue.rs`), under every fault of the
-/// mixed profile; a crash drops one task's operation while its siblings' go on.
-#[test]
-fn commits_keep_every_invariant_with_tasks_sharing_a_process() {
+/// mixed profile; a crash drops one task's operation while its siblings' go on. 2,000
+/// seeds in five shares.
+fn commits_keep_every_invariant_with_tasks_sharing_a_process(share: u64) {
     let profile = Profile {
         tasks_per_node: 3,
         ..Profile::mixed()
     };
-    let report = keeps_every_invariant_under(Scenario::Commits, 2_000, &profile);
-    // About one operation in 40 is refused in a queue: a run of many seeds without one
+    let seeds = share_of_seeds(2_000, 5, share);
+    let report = keeps_every_invariant_under(Scenario::Commits, seeds, &profile);
+    // About one operation in 40 is refused in a queue: a share of many seeds without one
     // means the queue is not reached (a replay of one seed may well have none).
     assert!(
         report.beaten > 0 || report.seeds < 100,
@@ -213,16 +250,68 @@ fn commits_keep_every_invariant_with_tasks_sharing_a_process() {
     );
 }
 
-#[test]
-fn locks_keep_every_invariant_over_thousands_of_seeds() {
-    keeps_every_invariant(Scenario::Locks, 5_000);
+/// The lock run: 5,000 seeds in five shares.
+fn locks_keep_every_invariant(share: u64) {
+    let seeds = share_of_seeds(5_000, 5, share);
+    keeps_every_invariant_under(Scenario::Locks, seeds, &Profile::mixed());
+}
+
+/// One test per share of a run: `name => (function, share)`.
+macro_rules! shares {
+    ($($name:ident => $run:ident($share:literal);)*) => {
+        $(
+            #[test]
+            fn $name() {
+                $run($share);
+            }
+        )*
+    };
+}
+
+shares! {
+    commits_keep_every_invariant_seeds_share_0 => commits_keep_every_invariant(0);
+    commits_keep_every_invariant_seeds_share_1 => commits_keep_every_invariant(1);
+    commits_keep_every_invariant_seeds_share_2 => commits_keep_every_invariant(2);
+    commits_keep_every_invariant_seeds_share_3 => commits_keep_every_invariant(3);
+    commits_keep_every_invariant_seeds_share_4 => commits_keep_every_invariant(4);
+    commits_keep_every_invariant_seeds_share_5 => commits_keep_every_invariant(5);
+    commits_keep_every_invariant_seeds_share_6 => commits_keep_every_invariant(6);
+    commits_keep_every_invariant_seeds_share_7 => commits_keep_every_invariant(7);
+    commits_keep_every_invariant_seeds_share_8 => commits_keep_every_invariant(8);
+    commits_keep_every_invariant_seeds_share_9 => commits_keep_every_invariant(9);
+    tasks_sharing_a_process_keep_every_invariant_share_0 => commits_keep_every_invariant_with_tasks_sharing_a_process(0);
+    tasks_sharing_a_process_keep_every_invariant_share_1 => commits_keep_every_invariant_with_tasks_sharing_a_process(1);
+    tasks_sharing_a_process_keep_every_invariant_share_2 => commits_keep_every_invariant_with_tasks_sharing_a_process(2);
+    tasks_sharing_a_process_keep_every_invariant_share_3 => commits_keep_every_invariant_with_tasks_sharing_a_process(3);
+    tasks_sharing_a_process_keep_every_invariant_share_4 => commits_keep_every_invariant_with_tasks_sharing_a_process(4);
+    locks_keep_every_invariant_share_0 => locks_keep_every_invariant(0);
+    locks_keep_every_invariant_share_1 => locks_keep_every_invariant(1);
+    locks_keep_every_invariant_share_2 => locks_keep_every_invariant(2);
+    locks_keep_every_invariant_share_3 => locks_keep_every_invariant(3);
+    locks_keep_every_invariant_share_4 => locks_keep_every_invariant(4);
 }
 
 #[test]
 #[ignore = "a soak: a million seeds of each scenario"]
 fn soak_a_million_seeds() {
-    keeps_every_invariant(Scenario::Commits, 1_000_000);
-    keeps_every_invariant(Scenario::Locks, 1_000_000);
+    let lanes = std::thread::available_parallelism().map_or(2, |n| n.get()) as u64;
+    for scenario in [Scenario::Commits, Scenario::Locks] {
+        let report = run_seeds_on(
+            lanes,
+            scenario,
+            seeds(1_000_000),
+            &Profile::mixed(),
+            &[],
+            false,
+        );
+        assert!(
+            report.failures.is_empty(),
+            "{} of {} seeds broke an invariant:{}",
+            report.failures.len(),
+            report.seeds,
+            describe_failures(scenario, &report)
+        );
+    }
 }
 
 /// Plants `bug` and asserts the simulator finds a violation within `budget` seeds (or in

@@ -62,8 +62,8 @@ pub struct LeaseManager {
     /// moving average (zero until the first). A waiter on a commit in progress looks
     /// first after about this long, when the holder's outcome is likely known.
     hold_micros: Arc<std::sync::atomic::AtomicU64>,
-    /// Finished creates' leases awaiting their object's deletion, unless `None` (released
-    /// at once).
+    /// Finished creates' leases awaiting their object's deletion, if the manager keeps
+    /// them ([`LeaseManager::keep_create_leases`]); `None`: released at once, the default.
     deferred: Option<Arc<Mutex<Deferred>>>,
     /// The guarded operations in progress, one at a time per lease (see `queue.rs`).
     queues: Arc<Queues>,
@@ -89,7 +89,7 @@ impl Drop for InFlight {
 }
 
 /// Leases of creates that succeeded, kept unreleased until their object is deleted (see
-/// [`LeaseManager::release_creates_at_once`]): at most [`DEFERRED_MAX`], the oldest
+/// [`LeaseManager::keep_create_leases`]): at most [`DEFERRED_MAX`], the oldest
 /// forgotten first, each for at most the record TTL.
 #[derive(Debug, Default)]
 struct Deferred {
@@ -112,8 +112,11 @@ impl Deferred {
             }
             self.order.pop_front();
         }
+        // Dated by the record's last write, not by now: a lease kept again (its path's
+        // create checked and found the object there) is still forgotten once its record
+        // may have expired.
         self.order
-            .push_back((lease.path.clone(), lease.owner.clone(), now));
+            .push_back((lease.path.clone(), lease.owner.clone(), lease.written_at));
         self.by_key.insert(lease.path.clone(), lease);
     }
 }
@@ -402,7 +405,7 @@ impl LeaseManager {
             background: Arc::default(),
             pressure: Arc::default(),
             hold_micros: Arc::default(),
-            deferred: Some(Arc::default()),
+            deferred: None,
             queues: Arc::default(),
         })
     }
@@ -425,20 +428,31 @@ impl LeaseManager {
         self
     }
 
-    /// Releases a create's lease (etag `*`) as soon as its write succeeded, as every other
-    /// lease is, instead of keeping it until the object is deleted through
-    /// [`release_deferred`](Self::release_deferred).
+    /// Keeps a successful create's lease (etag `*`) unreleased until `CommitStore`
+    /// deletes the object (or renames it away), instead of releasing it in the background
+    /// at once as every other lease is: one DynamoDB write per create instead of two, for
+    /// logs of create-only files where nothing is deleted and created again by anyone but
+    /// this manager (a Delta log).
     ///
-    /// By default a successful create's lease is not released: the object's existence
-    /// already stops every later create of the path (their check fails at once), so a
-    /// release would only serve a re-create after a delete, and it would double the
-    /// DynamoDB writes of every commit. `CommitStore` deletes release it instead. A path
-    /// deleted by another process (or after this one forgot the lease: it keeps 10,000,
-    /// each for the record TTL) is re-created only once the record expires, after
-    /// `timeout x skew`, as with object_store 0.12.5. Releasing at once avoids that, at two
-    /// writes per create.
-    pub fn release_creates_at_once(mut self) -> Self {
-        self.deferred = None;
+    /// The object's existence already stops every later create of the path (their check
+    /// fails at once), so the release serves only a re-create after a delete. With kept
+    /// leases, a path deleted by anyone else (another process, a lifecycle rule, a plain
+    /// S3 client, an object_store 0.12.5 writer) or after this process restarted, or
+    /// after the manager forgot the lease (it keeps 10,000, each for the record TTL), is
+    /// created again only once the record expires, `timeout x skew` (60 s by default)
+    /// after the create, as with object_store 0.12.5. By default creates are released,
+    /// off the critical path, and a re-create after a delete by anyone is immediate.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    /// # use dynacommit::lease::{LeaseConfig, LeaseManager, MemoryLeaseTable};
+    /// let leases = LeaseManager::new(Arc::new(MemoryLeaseTable::new()), LeaseConfig::default())
+    ///     .unwrap()
+    ///     .keep_create_leases();
+    /// # let _ = leases;
+    /// ```
+    pub fn keep_create_leases(mut self) -> Self {
+        self.deferred = Some(Arc::default());
         self
     }
 
@@ -451,6 +465,15 @@ impl LeaseManager {
             // succeeded, and a re-create that comes first sees the release on its next
             // poll ([`settled`](Self::settled) waits for it).
             self.release_in_background(lease);
+        }
+    }
+
+    /// Keeps a finished create's lease for [`release_deferred`](Self::release_deferred)
+    /// (released at once if this manager keeps none).
+    fn keep(&self, lease: Lease) {
+        match &self.deferred {
+            Some(deferred) => lock(deferred).keep(lease, self.clock.now(), self.config.ttl),
+            None => self.release_in_background(lease),
         }
     }
 
@@ -486,7 +509,7 @@ impl LeaseManager {
         self
     }
 
-    fn planted(&self, bug: PlantedBug) -> bool {
+    pub(crate) fn planted(&self, bug: PlantedBug) -> bool {
         self.planted.has(bug)
     }
 
@@ -534,12 +557,23 @@ impl LeaseManager {
         i64::try_from(self.clock.unix_time().as_millis()).unwrap_or(i64::MAX)
     }
 
-    /// The generation a first acquisition (no record) writes.
+    /// The generation a first acquisition (no record) writes: the wall clock's
+    /// microseconds since the epoch, for every kind of lease. A lock's record deleted by
+    /// hand is then followed by larger generations still (`docs/lock.md`), and a commit
+    /// record created afresh after TTL deleted an earlier one never repeats the earlier
+    /// one's generation: object_store 0.12.5 reclaims on `generation = :g` alone, and a
+    /// record starting at 0 again would let its stale wait take a live lease. 0.12.5 only
+    /// compares generations for equality, so the wire format stays compatible.
     fn first_generation(&self) -> u64 {
-        if self.fencing && !self.planted(PlantedBug::TokensFromZero) {
-            u64::try_from(self.clock.unix_time().as_micros()).unwrap_or(u64::MAX / 2)
+        let from_zero = if self.fencing {
+            self.planted(PlantedBug::TokensFromZero)
         } else {
+            self.planted(PlantedBug::CommitLeasesFromZero)
+        };
+        if from_zero {
             0
+        } else {
+            u64::try_from(self.clock.unix_time().as_micros()).unwrap_or(u64::MAX / 2)
         }
     }
 
@@ -681,15 +715,20 @@ impl LeaseManager {
         self.back_off(pressure).await;
         // A create of a path whose earlier create's lease this manager still keeps: the
         // object was deleted behind our back (a delete through this store releases it), or
-        // the check will fail anyway. Our own record would otherwise be waited out like a
-        // stranger's, for timeout x skew; releasing it first is as safe as any release of a
-        // finished create's lease.
+        // the check fails. Check first: where the object is there (a writer retrying a
+        // version it holds) the lease stays kept, and nothing is written. Otherwise our own
+        // record would be waited out like a stranger's, for timeout x skew; releasing it
+        // is as safe as any release of a finished create's lease.
         let kept = if keep_on_success {
             self.take_deferred(path)
         } else {
             None
         };
         if let Some(kept) = kept {
+            if let Err(e) = check().await {
+                self.keep(kept);
+                return Err(GuardError::Check(e));
+            }
             self.release_quietly(kept).await;
         }
         let checked_at = self.clock.now();
@@ -751,12 +790,10 @@ impl LeaseManager {
                 front.succeeded(etag_after.and_then(|after| after(&out)));
                 self.note_hold(self.clock.now().saturating_duration_since(holding));
                 pressure.note_success();
-                match &self.deferred {
-                    Some(deferred) if keep_on_success => {
-                        let now = self.clock.now();
-                        lock(deferred).keep(lease, now, self.config.ttl);
-                    }
-                    _ => self.release_in_background(lease),
+                if keep_on_success && self.deferred.is_some() {
+                    self.keep(lease);
+                } else {
+                    self.release_in_background(lease);
                 }
                 Ok(out)
             }
@@ -863,8 +900,9 @@ impl LeaseManager {
         self.clock.sleep(self.clock.random_pause(bound)).await;
     }
 
-    /// The first pause of a wait on `seen`. A record at generation 0 not released is a
-    /// commit in progress (a fresh record, never renewed nor reclaimed), whose outcome
+    /// The first pause of a wait on `seen`. A record written once and not released is a
+    /// commit in progress (a fresh record, never renewed: ours carry when it was first
+    /// taken and when written, 0.12.5's start at generation 0), whose outcome
     /// is likely known after about one hold of this manager's own (at least 1 ms, at most
     /// the poll interval): look then, once, rather than several times early. Otherwise
     /// (no holds seen yet, or a holder of another kind) start at 1/16 of the poll
@@ -872,7 +910,7 @@ impl LeaseManager {
     fn first_pause(&self, seen: &LeaseRecord) -> Duration {
         let poll = self.config.poll_interval;
         match self.average_hold() {
-            Some(hold) if seen.generation == 0 && !seen.released => {
+            Some(hold) if seen.is_written_once() && !seen.released => {
                 hold.clamp(Duration::from_millis(1).min(poll), poll)
             }
             _ => (poll / 16).max(Duration::from_millis(1)),
@@ -1481,12 +1519,15 @@ impl LeaseManager {
 }
 
 /// Whether two ETags name the same version, whatever their quoting or weak mark: a
-/// store's answers to a PUT and to a HEAD need not write them alike.
-fn same_etag(a: &str, b: &str) -> bool {
-    fn bare(e: &str) -> &str {
-        e.trim_start_matches("W/").trim_matches('"')
-    }
-    bare(a) == bare(b)
+/// store's answers to a PUT and to a HEAD need not write them alike. The one comparison
+/// of ETags in the crate (the queue's and `CommitStore`'s checks alike).
+pub(crate) fn same_etag(a: &str, b: &str) -> bool {
+    bare_etag(a) == bare_etag(b)
+}
+
+/// `etag` without its weak mark and quotes.
+pub(crate) fn bare_etag(etag: &str) -> &str {
+    etag.trim_start_matches("W/").trim_matches('"')
 }
 
 /// `HOST pid PID` of this process, for people reading the table.

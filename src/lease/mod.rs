@@ -21,11 +21,13 @@ mod table;
 pub use clock::{Clock, SystemClock};
 pub use config::{ConfigError, DEFAULT_TABLE, LeaseConfig, MAX_TIMEOUT, MAX_TTL};
 pub use dynamo::{BROKEN_BY_OPERATOR, DynamoLeaseTable, LEASE_NAMESPACE, SetupError};
-pub(crate) use manager::Beaten;
 pub use manager::{AcquireError, GuardError, Lease, LeaseError, LeaseManager, Waiting};
+pub(crate) use manager::{Beaten, bare_etag, same_etag};
 pub use memory::MemoryLeaseTable;
 #[cfg(feature = "planted-bugs")]
 pub use planted::PlantedBug;
+#[cfg(not(feature = "planted-bugs"))]
+pub(crate) use planted::PlantedBug;
 pub(crate) use queue::new_scope;
 pub use record::{CREATE_ETAG, Expect, Holder, LeaseRecord, PutOutcome};
 pub use table::{LeaseTable, TableError};

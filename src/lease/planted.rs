@@ -34,6 +34,14 @@ pub enum PlantedBug {
     /// check before reclaiming a released record nor the re-check under the lease runs,
     /// though the holder's write may have landed between the last check and its release.
     NoRecheckAfterTakeover,
+    /// A put under a lease goes plain, as object_store 0.12.5's does (and as `lease` mode
+    /// wrote before): on a store that enforces conditions, it can land on a native
+    /// writer's commit.
+    PlainWriteUnderLease,
+    /// A commit lease (a create's or an update's) starts at generation 0, which a
+    /// stranger can predict: object_store 0.12.5's reclaim on the generation alone then
+    /// takes a record created afresh after TTL deleted the one it waited on.
+    CommitLeasesFromZero,
 }
 
 /// The set of planted bugs of one lease manager: empty in production.

@@ -62,6 +62,16 @@ impl LeaseRecord {
         }
     }
 
+    /// Whether the record was written once by its holder, never renewed: ours carry when
+    /// the lease was first taken and when the record was written (equal on the first
+    /// write); object_store 0.12.5's carry neither and start at generation 0.
+    pub(crate) fn is_written_once(&self) -> bool {
+        match &self.holder {
+            Some(holder) => holder.since_ms == holder.written_ms,
+            None => self.generation == 0,
+        }
+    }
+
     /// Whether this is the record an acquisition by `owner` at `generation` wrote.
     pub fn is_written_by(&self, owner: &str, generation: u64) -> bool {
         self.generation == generation && self.owner.as_deref() == Some(owner)

@@ -7,6 +7,7 @@
 //! itself lives in [`LeaseManager::run_guarded`](crate::lease::LeaseManager::run_guarded).
 
 pub(crate) mod conditions;
+pub(crate) mod headers;
 pub(crate) mod options;
 
 pub use conditions::{Conditions, Enforced};
@@ -38,9 +39,10 @@ use $os::{
 };
 use tracing::Instrument;
 
-use crate::lease::{Beaten, CREATE_ETAG, GuardError, LeaseError, LeaseManager};
+use crate::lease::{Beaten, CREATE_ETAG, GuardError, LeaseError, LeaseManager, PlantedBug};
 use crate::store::OutcomeUnknown;
 use crate::store::conditions::{Conditions, Enforced};
+use crate::store::headers::{Header, Headers, Probe, Probed};
 
 #[doc = concat!(" The name this wrapper gives in `", stringify!($os), "::Error::Generic`.")]
 const STORE: &str = "dynacommit";
@@ -85,8 +87,10 @@ pub struct CommitStore<T: ?Sized = dyn ObjectStore> {
     lease_prefix: String,
     /// Leases, native conditions, or a probe's choice between them.
     conditions: Conditions,
-    /// What the probe found, once it ran (shared by clones of the store's handle).
-    probed: Arc<tokio::sync::OnceCell<Enforced>>,
+    /// What the last probe found, and when (shared by clones of the store's handle).
+    probed: Arc<Probed>,
+    /// Which condition headers the store refuses, learnt from its answers and the probe.
+    headers: Arc<Headers>,
     /// Where the probe writes: `.dynacommit-probe/` under this prefix.
     probe_under: Path,
     /// This store's scope in its lease manager's queues (see `run_conditional`): its
@@ -104,6 +108,7 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
             lease_prefix: String::new(),
             conditions: Conditions::default(),
             probed: Arc::default(),
+            headers: Arc::default(),
             probe_under: Path::default(),
             scope: crate::lease::new_scope(),
         }
@@ -150,10 +155,14 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
         self.conditions
     }
 
-    /// Which conditions the inner store enforces, probed once (under `.dynacommit-probe/`
-    /// at the root or [the probe path](Self::with_probe_path), removed afterwards) and
-    /// remembered: what [`Conditions::Auto`] decides by, and worth logging at start-up. A
-    /// failed probe is an error and is tried again next time.
+    /// Which conditions the inner store enforces, probed (under `.dynacommit-probe/` at
+    /// the root or [the probe path](Self::with_probe_path), removed afterwards) and
+    /// remembered for ten minutes, then probed again (a store upgraded or reconfigured
+    /// under a running process is noticed; so is an answer that contradicts the last
+    /// probe, which forgets it): what [`Conditions::Auto`] decides by, and worth logging at
+    /// start-up. A failed probe is an error and is tried again next time; a store that
+    /// refuses a header (answers it with 400, 403, 412 or 501 where the plain write
+    /// succeeds) does not enforce it.
     ///
     /// ```
     /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -166,10 +175,17 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
     /// # Ok(()) }
     /// ```
     pub async fn enforced(&self) -> Result<Enforced> {
-        self.probed
-            .get_or_try_init(|| self.probe())
-            .await
-            .copied()
+        if let Some(probe) = self.probed.fresh() {
+            return Ok(probe.enforced);
+        }
+        let _turn = self.probed.turn().await;
+        if let Some(probe) = self.probed.fresh() {
+            return Ok(probe.enforced);
+        }
+        let probe = self.probe().await?;
+        self.headers.learn(&probe);
+        self.probed.keep(probe);
+        Ok(probe.enforced)
     }
 
     /// Whether conditional writes go to the inner store with their conditions, without a
@@ -184,16 +200,58 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
         }
     }
 
-    /// Whether a put under a lease carries its condition: where the probe (run in
-    /// [`Conditions::Auto`] mode) found the store enforcing it. Without a probe, nothing is
-    /// known of how the store answers the headers (some answer them with an error), so the
-    /// write is plain, as object_store 0.12.5's is.
-    fn carries(&self, kind: fn(&Enforced) -> bool) -> bool {
-        self.conditions == Conditions::Auto && self.probed.get().is_some_and(kind)
+    /// Whether a write under a lease carries `header`: in every mode, unless the store
+    /// was lately found to refuse it (`headers.rs`). On a store that enforces it, a
+    /// leased write then cannot land on a commit made without a lease (a native writer's,
+    /// a plain client's); on one that ignores it, it costs nothing.
+    fn carries(&self, header: Header) -> bool {
+        !self.leases.planted(PlantedBug::PlainWriteUnderLease) && self.headers.carries(header)
+    }
+
+    /// The store refused `header` as a header (nothing was written): leased writes go
+    /// without it for a while, and the probe's findings, which this contradicts, are
+    /// forgotten.
+    fn refused(&self, header: Header) {
+        self.headers.refused(header);
+        self.probed.forget();
+    }
+
+    /// `mode` as the store takes it: `If-Match` names the ETag unquoted where the store
+    /// honours only that form.
+    fn in_store_form(&self, mode: PutMode) -> PutMode {
+        match mode {
+            PutMode::Update(version) if self.headers.unquoted() => {
+                PutMode::Update($os::UpdateVersion {
+                    e_tag: version
+                        .e_tag
+                        .map(|e| crate::lease::bare_etag(&e).to_owned()),
+                    version: version.version,
+                })
+            }
+            other => other,
+        }
+    }
+
+    /// A put whose condition the store enforces itself, without a lease. An answer
+    /// refusing the header contradicts the probe: it is forgotten, so the next write
+    /// probes again (and leases, if the store no longer enforces).
+    async fn native_put(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+    ) -> Result<PutResult> {
+        let put = self.inner.put_opts(location, payload, opts).await;
+        if let Err(e) = &put
+            && Self::refuses_header(e)
+        {
+            self.probed.forget();
+        }
+        put
     }
 
     /// The probe behind [`Self::enforced`].
-    async fn probe(&self) -> Result<Enforced> {
+    async fn probe(&self) -> Result<Probe> {
         use $os::Error as E;
         let dir = self
             .probe_under
@@ -202,57 +260,81 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
             .join(format!("{:016x}", rand::random::<u64>()));
         let (object, copy) = (dir.clone().join("object"), dir.join("copy"));
         let body = || PutPayload::from_static(b"dynacommit probe");
+        // An answer refusing the header, not the write: on the probe's fresh key a failed
+        // condition is no answer either (a store answering `If-None-Match` on an absent
+        // object with 412 does not enforce it). The store is then known to take plain
+        // writes before the condition counts as refused.
+        let refusal = |e: &E| {
+            matches!(
+                e,
+                E::NotImplemented { .. }
+                    | E::NotSupported { .. }
+                    | E::AlreadyExists { .. }
+                    | E::Precondition { .. }
+                    | E::PermissionDenied { .. }
+            ) || crate::store::headers::status_in(e)
+                .is_some_and(|s| matches!(s, 400 | 403 | 405 | 412 | 501))
+        };
+        let update_to = |e_tag: String, version: Option<String>| {
+            PutMode::Update($os::UpdateVersion {
+                e_tag: Some(e_tag),
+                version,
+            })
+        };
         let found = async {
+            // Create: on a fresh key the first must be applied, the second refused.
             let create = match self.inner.put_opts(&object, body(), PutMode::Create.into()).await {
                 Ok(_) => matches!(
                     self.inner.put_opts(&object, body(), PutMode::Create.into()).await,
                     Err(E::AlreadyExists { .. })
                 ),
-                Err(E::NotImplemented { .. } | E::NotSupported { .. }) => {
+                Err(e) if refusal(&e) => {
                     self.inner.put(&object, body()).await?;
                     false
                 }
                 Err(e) => return Err(e),
             };
-            // An update is enforced if one naming another ETag is refused and one naming
-            // the object's own is applied: a store refusing every `If-Match` would
-            // otherwise read as enforcing, and `auto` would fail every update.
-            let elsewhere = $os::UpdateVersion {
-                e_tag: Some("\"dynacommit-probe-mismatch\"".to_owned()),
-                version: None,
-            };
-            let refused = match self
-                .inner
-                .put_opts(&object, body(), PutMode::Update(elsewhere).into())
-                .await
-            {
-                Err(E::Precondition { .. }) => true,
-                Ok(_) | Err(E::NotImplemented { .. } | E::NotSupported { .. }) => false,
-                Err(e) => return Err(e),
-            };
-            let update = refused && {
-                // The object's own version as it is now (a store ignoring `If-None-Match`
-                // let the second create overwrite the first). Without an ETag an update
-                // cannot name it, so none is enforced.
-                let meta = self.inner.head(&object).await?;
-                let own = $os::UpdateVersion {
-                    e_tag: meta.e_tag,
-                    version: meta.version,
-                };
-                own.e_tag.is_some()
-                    && match self
-                        .inner
-                        .put_opts(&object, body(), PutMode::Update(own).into())
-                        .await
-                    {
-                        Ok(_) => true,
-                        Err(
-                            E::Precondition { .. }
-                            | E::NotImplemented { .. }
-                            | E::NotSupported { .. },
-                        ) => false,
-                        Err(e) => return Err(e),
+            // Update: one naming the object's own version must be applied (a store
+            // refusing every `If-Match` would otherwise read as enforcing, and `auto`
+            // would fail every update), in the ETag's form as given or else unquoted
+            // (DigitalOcean Spaces honours only that), and one naming another ETag, in
+            // the same form, refused. Without an ETag an update cannot name a version.
+            let meta = self.inner.head(&object).await?;
+            let mut unquoted = false;
+            let update = match meta.e_tag.clone() {
+                None => false,
+                Some(etag) => {
+                    let bare = crate::lease::bare_etag(&etag).to_owned();
+                    let mut applied = false;
+                    for (form, bare_form) in [(etag.clone(), false), (bare.clone(), true)] {
+                        if bare_form && bare == etag {
+                            break;
+                        }
+                        let own = update_to(form, meta.version.clone());
+                        match self.inner.put_opts(&object, body(), own.into()).await {
+                            Ok(_) => {
+                                applied = true;
+                                unquoted = bare_form;
+                                break;
+                            }
+                            Err(e) if refusal(&e) => {}
+                            Err(e) => return Err(e),
+                        }
                     }
+                    let mismatch = if unquoted {
+                        "dynacommit-probe-mismatch"
+                    } else {
+                        "\"dynacommit-probe-mismatch\""
+                    };
+                    let elsewhere = update_to(mismatch.into(), None);
+                    applied
+                        && match self.inner.put_opts(&object, body(), elsewhere.into()).await {
+                            Err(E::Precondition { .. }) => true,
+                            Ok(_) => false,
+                            Err(e) if refusal(&e) => false,
+                            Err(e) => return Err(e),
+                        }
+                }
             };
             let if_absent = || CopyOptions::new().with_mode(CopyMode::Create);
             let copied = match self.inner.copy_opts(&object, &copy, if_absent()).await {
@@ -260,13 +342,16 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
                     self.inner.copy_opts(&object, &copy, if_absent()).await,
                     Err(E::AlreadyExists { .. })
                 ),
-                Err(E::NotImplemented { .. } | E::NotSupported { .. }) => false,
+                Err(e) if refusal(&e) => false,
                 Err(e) => return Err(e),
             };
-            Ok(Enforced {
-                create,
-                update,
-                copy: copied,
+            Ok(Probe {
+                enforced: Enforced {
+                    create,
+                    update,
+                    copy: copied,
+                },
+                unquoted,
             })
         }
         .await;
@@ -276,53 +361,114 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
                 Err(e) => tracing::warn!(%path, error = %e, "could not remove a probe object"),
             }
         }
-        let enforced = found?;
-        tracing::info!(store = %self.inner, %enforced, "probed the inner store's conditional writes");
-        Ok(enforced)
+        let probe = found?;
+        tracing::info!(
+            store = %self.inner,
+            enforced = %probe.enforced,
+            if_match_unquoted = probe.unquoted,
+            "probed the inner store's conditional writes"
+        );
+        Ok(probe)
     }
 
-    /// A put under a lease: plain, or carrying `mode` (the condition the lease guards)
-    /// where the store is known to enforce it.
+    /// Whether `e` refuses a condition header (nothing written), not the write.
+    fn refuses_header(e: &$os::Error) -> bool {
+        use $os::Error as E;
+        matches!(e, E::NotImplemented { .. } | E::NotSupported { .. })
+            || crate::store::headers::refuses_a_header(e)
+    }
+
+    /// A put under a lease, carrying `mode` (the condition the lease guards) unless the
+    /// store refuses its header. A refusal of the header (nothing written) is remembered
+    /// and the write sent plain, as object_store 0.12.5's always is.
     async fn put_under_lease(
         &self,
         location: &Path,
         payload: PutPayload,
         opts: PutOptions,
         mode: PutMode,
-        carry: bool,
     ) -> Result<PutResult> {
         use $os::Error as E;
-        if !carry {
+        let header = match &mode {
+            PutMode::Create => Header::IfNoneMatch,
+            PutMode::Update(_) => Header::IfMatch,
+            PutMode::Overwrite => return self.inner.put_opts(location, payload, opts).await,
+        };
+        if !self.carries(header) {
             return self.inner.put_opts(location, payload, opts).await;
         }
-        let conditional = PutOptions { mode, ..opts };
+        let conditional = PutOptions {
+            mode: self.in_store_form(mode.clone()),
+            ..opts.clone()
+        };
         match self.inner.put_opts(location, payload.clone(), conditional).await {
-            // Under our lease no protocol writer touches the path, so the refusal is an
-            // earlier attempt of this very write (the client retried after an answer was
-            // lost) or a writer outside the protocol: the object's bytes tell which.
             Err(E::AlreadyExists { .. } | E::Precondition { .. }) => {
-                match self.stored_as(location, &payload).await {
-                    Some(result) => Ok(result),
-                    // Not `AlreadyExists`: a caller must not read this as a version taken by
-                    // a rival in the protocol and commit the same change again elsewhere.
-                    None => Err(E::Generic {
-                        store: STORE,
-                        source: format!(
-                            "{location}: the store refused the write made under the lease \
-                             (a writer outside the lease protocol changed the object, or an \
-                             earlier attempt of this write landed and was since replaced)"
-                        )
-                        .into(),
-                    }),
-                }
+                self.after_refusal(location, payload, opts, mode).await
+            }
+            Err(e) if Self::refuses_header(&e) => {
+                self.refused(header);
+                self.inner.put_opts(location, payload, opts).await
             }
             other => other,
         }
     }
 
-    /// The object at `location` as a `PutResult`, if it holds exactly `payload`.
-    async fn stored_as(&self, location: &Path, payload: &PutPayload) -> Option<PutResult> {
-        let found = self.inner.get(location).await.ok()?;
+    /// A leased put carrying `mode` was refused. Under our lease no protocol writer
+    /// touches the path, so the refusal is an earlier attempt of this very write (the
+    /// client retried after an answer was lost), a writer without a lease (a native one,
+    /// a plain client), or, for an update whose object still has the ETag named, a store
+    /// that honours `If-Match` only unquoted: the object tells which.
+    async fn after_refusal(
+        &self,
+        location: &Path,
+        payload: PutPayload,
+        opts: PutOptions,
+        mode: PutMode,
+    ) -> Result<PutResult> {
+        if let Ok(found) = self.inner.get(location).await {
+            let now = found.meta.e_tag.clone();
+            if let Some(result) = Self::holds(found, &payload).await {
+                return Ok(result);
+            }
+            if let PutMode::Update(version) = &mode
+                && let (Some(expected), Some(now)) = (&version.e_tag, &now)
+                && crate::lease::same_etag(expected, now)
+                && !self.headers.unquoted()
+                && crate::lease::bare_etag(expected) != expected
+            {
+                let unquoted = PutOptions {
+                    mode: PutMode::Update($os::UpdateVersion {
+                        e_tag: Some(crate::lease::bare_etag(expected).to_owned()),
+                        version: version.version.clone(),
+                    }),
+                    ..opts
+                };
+                if let Ok(result) = self.inner.put_opts(location, payload, unquoted).await {
+                    tracing::info!(
+                        store = %self.inner,
+                        "the store honours If-Match only with the ETag unquoted: updates name it so"
+                    );
+                    self.headers.use_unquoted();
+                    return Ok(result);
+                }
+            }
+        }
+        // Not `AlreadyExists`: a caller must not read this as a version taken by a rival
+        // in the protocol and commit the same change again elsewhere (an earlier attempt
+        // of ours may have landed and been replaced).
+        Err($os::Error::Generic {
+            store: STORE,
+            source: format!(
+                "{location}: the store refused the write made under the lease (a writer \
+                 without a lease, such as one in native mode or a plain client, changed the \
+                 object, or an earlier attempt of this write landed and was since replaced)"
+            )
+            .into(),
+        })
+    }
+
+    /// `found` as a `PutResult`, if it holds exactly `payload`.
+    async fn holds(found: GetResult, payload: &PutPayload) -> Option<PutResult> {
         if found.meta.size != payload.content_length() as u64 {
             return None;
         }
@@ -330,6 +476,77 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
         let stored = found.bytes().await.ok()?;
         let ours: Vec<u8> = payload.iter().flat_map(|chunk| chunk.iter().copied()).collect();
         (stored.as_ref() == ours.as_slice()).then(|| put_result(e_tag, version))
+    }
+
+    /// A copy (or, given `rename`'s options, a rename) under a lease, carrying
+    /// copy-if-not-exists unless the store refuses it. A refusal whose target holds the
+    /// source's version (same ETag and size) is an earlier attempt of ours; another is a
+    /// writer without a lease, and an error that is not `AlreadyExists`.
+    async fn copy_under_lease(
+        &self,
+        from: &Path,
+        to: &Path,
+        rename: Option<RenameOptions>,
+    ) -> Result<()> {
+        use $os::Error as E;
+        let send = |target_mode: RenameTargetMode| {
+            let rename = rename.clone();
+            async move {
+                match rename {
+                    Some(options) => {
+                        let options = RenameOptions {
+                            target_mode,
+                            ..options
+                        };
+                        self.inner.rename_opts(from, to, options).await
+                    }
+                    None => {
+                        let mode = match target_mode {
+                            RenameTargetMode::Create => CopyMode::Create,
+                            _ => CopyMode::Overwrite,
+                        };
+                        self.inner
+                            .copy_opts(from, to, CopyOptions::new().with_mode(mode))
+                            .await
+                    }
+                }
+            }
+        };
+        if !self.carries(Header::CopyIfAbsent) {
+            return send(RenameTargetMode::Overwrite).await;
+        }
+        match send(RenameTargetMode::Create).await {
+            Err(E::AlreadyExists { .. }) => {
+                if let (Ok(source), Ok(target)) =
+                    (self.inner.head(from).await, self.inner.head(to).await)
+                    && source.size == target.size
+                    && source
+                        .e_tag
+                        .as_deref()
+                        .zip(target.e_tag.as_deref())
+                        .is_some_and(|(a, b)| crate::lease::same_etag(a, b))
+                {
+                    if rename.is_some() {
+                        self.inner.delete(from).await?;
+                    }
+                    return Ok(());
+                }
+                Err(E::Generic {
+                    store: STORE,
+                    source: format!(
+                        "{to}: the store refused the copy made under the lease (a writer \
+                         without a lease, such as one in native mode or a plain client, \
+                         created the target)"
+                    )
+                    .into(),
+                })
+            }
+            Err(e) if Self::refuses_header(&e) => {
+                self.refused(Header::CopyIfAbsent);
+                send(RenameTargetMode::Overwrite).await
+            }
+            other => other,
+        }
     }
 
     /// Keys this store's leases by `prefix` followed by the object path, so that stores of
@@ -372,6 +589,7 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
             lease_prefix: self.lease_prefix,
             conditions: self.conditions,
             probed: self.probed,
+            headers: self.headers,
             probe_under: self.probe_under,
             scope: self.scope,
         }
@@ -716,7 +934,7 @@ impl<T: ObjectStore + ?Sized> std::fmt::Debug for CommitStore<T> {
             .field("leases", &self.leases)
             .field("lease_prefix", &self.lease_prefix)
             .field("conditions", &self.conditions)
-            .field("enforced", &self.probed.get())
+            .field("enforced", &self.probed.last())
             .finish()
     }
 }
@@ -738,19 +956,17 @@ impl<T: ObjectStore + ?Sized> ObjectStore for CommitStore<T> {
             PutMode::Create => {
                 if self.native().await? {
                     opts.mode = PutMode::Create;
-                    return self.inner.put_opts(location, payload, opts).await;
+                    return self.native_put(location, payload, opts).await;
                 }
-                let carry = self.carries(|e| e.create);
-                let write =
-                    || self.put_under_lease(location, payload, opts, PutMode::Create, carry);
+                let write = || self.put_under_lease(location, payload, opts, PutMode::Create);
                 let check = || self.check_absent(location);
                 self.guarded(location, CREATE_ETAG, check, Some(etag_of), write)
                     .await
             }
             PutMode::Update(version) => {
                 if self.native().await? {
-                    opts.mode = PutMode::Update(version);
-                    return self.inner.put_opts(location, payload, opts).await;
+                    opts.mode = self.in_store_form(PutMode::Update(version));
+                    return self.native_put(location, payload, opts).await;
                 }
                 let Some(etag) = version.e_tag.clone() else {
                     return Err($os::Error::Generic {
@@ -760,9 +976,8 @@ impl<T: ObjectStore + ?Sized> ObjectStore for CommitStore<T> {
                             .into(),
                     });
                 };
-                let carry = self.carries(|e| e.update);
                 let mode = PutMode::Update(version);
-                let write = || self.put_under_lease(location, payload, opts, mode, carry);
+                let write = || self.put_under_lease(location, payload, opts, mode);
                 let check = || self.check_etag(location, &etag);
                 self.guarded(location, &etag, check, Some(etag_of), write)
                     .await
@@ -827,13 +1042,7 @@ impl<T: ObjectStore + ?Sized> ObjectStore for CommitStore<T> {
                 if self.native().await? {
                     return self.inner.copy_opts(from, to, options).await;
                 }
-                // Plain under the lease: a copy refused as a retry of itself could not be
-                // told from a rival's, as a put's can by its bytes.
-                let plain = CopyOptions {
-                    mode: CopyMode::Overwrite,
-                    ..options
-                };
-                let write = || self.inner.copy_opts(from, to, plain);
+                let write = || self.copy_under_lease(from, to, None);
                 let check = || self.check_copy_target(from, to);
                 self.guarded(to, CREATE_ETAG, check, None, write).await
             }
@@ -858,11 +1067,7 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
                 if self.native().await? {
                     return self.inner.rename_opts(from, to, options).await;
                 }
-                let plain = RenameOptions {
-                    target_mode: RenameTargetMode::Overwrite,
-                    ..options
-                };
-                let write = || self.inner.rename_opts(from, to, plain);
+                let write = || self.copy_under_lease(from, to, Some(options));
                 let check = || self.check_copy_target(from, to);
                 self.guarded(to, CREATE_ETAG, check, None, write).await
             }
