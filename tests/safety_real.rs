@@ -164,7 +164,11 @@ async fn trial(
 async fn trials(stall: Stall, planted: Option<PlantedBug>, trials: usize) -> (usize, usize) {
     let s3: Arc<dyn ObjectStore> = Arc::new(
         S3Server::S3rver
-            .fresh_store(S3ConditionalPut::Disabled)
+            // The client sends `If-None-Match` and s3rver ignores it: W's write is one
+            // request, so the planted bug's first unfenced poll sends it. (With the
+            // header refused, the write under the lease would go plain on a second
+            // request, which the fence stops even with the bug planted.)
+            .fresh_store(S3ConditionalPut::ETagMatch)
             .await,
     );
     let table = fresh_table().await;

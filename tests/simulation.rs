@@ -19,7 +19,7 @@ mod sim;
 use std::time::Instant;
 
 use dynacommit::lease::PlantedBug;
-use sim::world::{Profile, World};
+use sim::world::{Profile, StoreKind, World};
 
 /// Which scenario a seed runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -256,6 +256,21 @@ fn locks_keep_every_invariant(share: u64) {
     keeps_every_invariant_under(Scenario::Locks, seeds, &Profile::mixed());
 }
 
+/// An object_store 0.12.5 writer in every seed, beside nodes of ours in `lease` mode, with
+/// crashed holders' records left to expire and paths left alone until TTL deletes them
+/// (the profile under which `catches_commit_leases_from_zero_beside_an_object_store_0_12_5_writer`
+/// finds its bug): 1,000 seeds.
+#[test]
+fn an_object_store_0_12_5_writer_beside_ours_keeps_every_invariant() {
+    let profile = Profile {
+        old_writer: 1.0,
+        crash: 0.3,
+        long_think: 0.3,
+        ..Profile::mixed().leases_alone()
+    };
+    keeps_every_invariant_under(Scenario::Commits, share_of_seeds(1_000, 1, 0), &profile);
+}
+
 /// One test per share of a run: `name => (function, share)`.
 macro_rules! shares {
     ($($name:ident => $run:ident($share:literal);)*) => {
@@ -318,13 +333,19 @@ fn soak_a_million_seeds() {
 /// `DYNACOMMIT_SIM_SEED` alone). With `DYNACOMMIT_SIM_MEASURE=1` it runs every seed of the
 /// budget and prints how many caught the bug: the detection rate per seed.
 fn catches(bug: PlantedBug, scenario: Scenario, profile: Profile, budget: u64) {
+    catches_all(&[bug], scenario, profile, budget);
+}
+
+/// [`catches`], with every bug of `bugs` planted together.
+fn catches_all(bugs: &[PlantedBug], scenario: Scenario, profile: Profile, budget: u64) {
+    let bug = bugs;
     let started = Instant::now();
     let measure = std::env::var_os("DYNACOMMIT_SIM_MEASURE").is_some();
     let seeds = match env_number("DYNACOMMIT_SIM_SEED") {
         Some(seed) => seed..seed + 1,
         None => 0..budget,
     };
-    let report = run_seeds(scenario, seeds, &profile, &[bug], !measure);
+    let report = run_seeds(scenario, seeds, &profile, bugs, !measure);
     if measure {
         println!(
             "{bug:?}: caught by {} of {} seeds ({:.2}%) of {scenario:?}",
@@ -353,7 +374,7 @@ fn catches_a_write_sent_after_its_lease_deadline() {
     let profile = Profile {
         crash: 0.3,
         store_read_stall: 0.3,
-        ..Profile::mixed()
+        ..Profile::mixed().leases_alone()
     };
     catches(
         PlantedBug::WriteAfterDeadline,
@@ -368,7 +389,7 @@ fn catches_a_release_after_a_failed_write() {
     catches(
         PlantedBug::ReleaseAfterFailedWrite,
         Scenario::Commits,
-        Profile::mixed(),
+        Profile::mixed().leases_alone(),
         3_000,
     );
 }
@@ -378,25 +399,7 @@ fn catches_fencing_tokens_starting_again_from_zero() {
     catches(
         PlantedBug::TokensFromZero,
         Scenario::Locks,
-        Profile::mixed(),
-        3_000,
-    );
-}
-
-#[test]
-fn catches_a_reclaim_conditional_on_the_generation_alone() {
-    // Records left by crashed holders, paths left alone until TTL deletes them, and
-    // waiters whose reads fail (so they miss the deletion).
-    let profile = Profile {
-        crash: 0.3,
-        long_think: 0.3,
-        table_read_failed: 0.3,
-        ..Profile::mixed()
-    };
-    catches(
-        PlantedBug::ReclaimOnGenerationAlone,
-        Scenario::Commits,
-        profile,
+        Profile::mixed().leases_alone(),
         3_000,
     );
 }
@@ -405,7 +408,7 @@ fn catches_a_reclaim_conditional_on_the_generation_alone() {
 fn catches_a_renewal_resurrecting_a_released_lease() {
     let profile = Profile {
         table_late_apply: 0.2,
-        ..Profile::mixed()
+        ..Profile::mixed().leases_alone()
     };
     catches(
         PlantedBug::ReleaseWithoutBump,
@@ -420,7 +423,7 @@ fn catches_a_writer_waiting_on_its_own_late_write() {
     catches(
         PlantedBug::NoSelfRecognitionWhileWaiting,
         Scenario::Commits,
-        Profile::mixed(),
+        Profile::mixed().leases_alone(),
         3_000,
     );
 }
@@ -430,7 +433,7 @@ fn catches_a_reclaim_after_one_timeout_instead_of_timeout_times_skew() {
     catches(
         PlantedBug::ReclaimAfterOneTimeout,
         Scenario::Commits,
-        Profile::mixed(),
+        Profile::mixed().leases_alone(),
         3_000,
     );
 }
@@ -444,7 +447,67 @@ fn catches_a_check_beside_the_acquisition_trusted_after_a_takeover() {
     catches(
         PlantedBug::NoRecheckAfterTakeover,
         Scenario::Commits,
-        Profile::mixed(),
+        Profile::mixed().leases_alone(),
+        3_000,
+    );
+}
+
+#[test]
+fn catches_a_plain_write_under_a_lease_beside_native_writers() {
+    // Lease-mode writers writing plain, as object_store 0.12.5 does, beside `auto` and
+    // `native` writers on a store that enforces conditions (from the start, or from a
+    // moment of the run): the plain write lands on a native writer's commit.
+    let profile = Profile {
+        store_kinds: vec![StoreKind::Enforces, StoreKind::EnforcesFrom],
+        ..Profile::mixed()
+    };
+    catches(
+        PlantedBug::PlainWriteUnderLease,
+        Scenario::Commits,
+        profile,
+        3_000,
+    );
+}
+
+#[test]
+fn catches_a_reclaim_on_the_generation_alone_over_leases_from_zero() {
+    // Either fix alone holds: a reclaim naming the whole record seen, or generations
+    // nobody can predict (a record written afresh after TTL deleted the one waited on
+    // never repeats its generation). With both taken out, a waiter reclaims a fresh
+    // holder's live lease.
+    let profile = Profile {
+        crash: 0.3,
+        long_think: 0.3,
+        table_read_failed: 0.3,
+        ..Profile::mixed().leases_alone()
+    };
+    catches_all(
+        &[
+            PlantedBug::ReclaimOnGenerationAlone,
+            PlantedBug::CommitLeasesFromZero,
+        ],
+        Scenario::Commits,
+        profile,
+        3_000,
+    );
+}
+
+#[test]
+fn catches_commit_leases_from_zero_beside_an_object_store_0_12_5_writer() {
+    // object_store 0.12.5 reclaims on the generation alone: a record of ours it waited
+    // on, deleted by TTL and written afresh by another of ours at generation 0 again, is
+    // taken from its live holder. Holders that crash (records left to expire), paths left
+    // alone until TTL deletes them.
+    let profile = Profile {
+        old_writer: 1.0,
+        crash: 0.3,
+        long_think: 0.3,
+        ..Profile::mixed().leases_alone()
+    };
+    catches(
+        PlantedBug::CommitLeasesFromZero,
+        Scenario::Commits,
+        profile,
         3_000,
     );
 }
@@ -460,7 +523,7 @@ fn catches_a_check_beside_the_acquisition_trusted_after_a_takeover() {
 fn a_duplicated_write_is_a_known_gap() {
     let profile = Profile {
         store_duplicated: 0.05,
-        ..Profile::mixed()
+        ..Profile::mixed().leases_alone()
     };
     let report = run_seeds(Scenario::Commits, seeds(500), &profile, &[], true);
     let Some((seed, violations)) = report.failures.first() else {

@@ -1525,6 +1525,17 @@ pub(crate) fn same_etag(a: &str, b: &str) -> bool {
     bare_etag(a) == bare_etag(b)
 }
 
+/// The form of `etag` a lease key names: quoted, without a weak mark, as S3 writes ETags
+/// and object_store hands them on (so object_store 0.12.5's keys, which take the ETag
+/// as given, are the same on a store that follows S3); `*` (a create) as it is.
+pub(crate) fn lease_etag(etag: &str) -> String {
+    if etag == super::CREATE_ETAG {
+        etag.to_owned()
+    } else {
+        format!("\"{}\"", bare_etag(etag))
+    }
+}
+
 /// `etag` without its weak mark and quotes.
 pub(crate) fn bare_etag(etag: &str) -> &str {
     etag.trim_start_matches("W/").trim_matches('"')

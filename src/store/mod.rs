@@ -618,13 +618,16 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
     {
         let span = tracing::debug_span!("conditional_write", %path, etag);
         let key = lease_key(&self.lease_prefix, path);
+        // One version, one lease, whichever form of its ETag the caller read (a PUT's
+        // answer and a HEAD's need not write it alike).
+        let lease_etag = crate::lease::lease_etag(etag);
         let beaten = etag_after.map(|etag_after| Beaten {
             scope: self.scope,
             error: || beaten_by_this_store(path, etag),
             etag_after,
         });
         self.leases
-            .run_conditional(&key, etag, check, beaten, write)
+            .run_conditional(&key, &lease_etag, check, beaten, write)
             .instrument(span)
             .await
             .map_err(|e| match e {
@@ -666,7 +669,14 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
             source: why.into(),
         };
         match self.inner.head(path).await {
-            Ok(meta) if meta.e_tag.as_deref() == Some(expected) => Ok(()),
+            Ok(meta)
+                if meta
+                    .e_tag
+                    .as_deref()
+                    .is_some_and(|etag| crate::lease::same_etag(etag, expected)) =>
+            {
+                Ok(())
+            }
             Ok(meta) => Err(precondition(format!(
                 "ETag is {}, expected {expected}",
                 meta.e_tag.as_deref().unwrap_or("(none)")

@@ -7,13 +7,14 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use dynacommit::CommitStore;
 use dynacommit::lease::PlantedBug;
+use dynacommit::{CommitStore, Conditions};
 use object_store::path::Path;
 use object_store::{ObjectStore, ObjectStoreExt, PutMode, UpdateVersion};
 use tokio::time::Instant;
 
 use super::clock::NodeClock;
+use super::old::OldWriter;
 use super::store::{Applied, SimStore, StoreLink};
 use super::table::{NodeTable, SimTable, TASK};
 use super::world::{RUN_FOR, World, node_leases};
@@ -79,22 +80,31 @@ pub struct Tally {
     pub beaten: usize,
 }
 
-/// A fresh node process: its lease manager (on its own clock) and its `CommitStore`.
+/// A fresh node process: its lease manager (on its own clock) and its `CommitStore`, in
+/// a condition mode drawn for it where the profile mixes modes (`native` only on a store
+/// that enforces conditions throughout, where it is safe).
 fn node_process(
+    world: &World,
+    mixed: bool,
     link: &Arc<NodeTable>,
     clock: &Arc<NodeClock>,
     store: &Arc<SimStore>,
     planted: &[PlantedBug],
 ) -> CommitStore {
-    CommitStore::new(
-        Arc::new(StoreLink(store.clone())),
-        node_leases(link, clock, planted),
-    )
+    let modes: &[Conditions] = match (mixed, store.enforces_throughout()) {
+        (false, _) => &[Conditions::Lease],
+        (true, false) => &[Conditions::Lease, Conditions::Auto],
+        (true, true) => &[Conditions::Lease, Conditions::Auto, Conditions::Native],
+    };
+    let mode = modes[world.pick(0..modes.len() as u64) as usize];
+    let inner: Arc<dyn ObjectStore> = Arc::new(StoreLink(store.clone()));
+    CommitStore::new(inner, node_leases(link, clock, planted)).with_conditions(mode)
 }
 
 async fn node(
     world: Arc<World>,
     id: usize,
+    mixed: bool,
     table: Arc<SimTable>,
     store: Arc<SimStore>,
     registry: Registry,
@@ -102,10 +112,13 @@ async fn node(
 ) {
     let clock = world.node_clock();
     let link = NodeTable::new(world.clone(), table, id);
-    let process = Mutex::new(Arc::new(node_process(&link, &clock, &store, &planted)));
+    let process = Mutex::new(Arc::new(node_process(
+        &world, mixed, &link, &clock, &store, &planted,
+    )));
     let node = Node {
         world: &world,
         id,
+        mixed,
         link: &link,
         clock: &clock,
         store: &store,
@@ -122,6 +135,8 @@ async fn node(
 struct Node<'a> {
     world: &'a Arc<World>,
     id: usize,
+    /// Whether processes draw their condition mode.
+    mixed: bool,
     link: &'a Arc<NodeTable>,
     clock: &'a Arc<NodeClock>,
     store: &'a Arc<SimStore>,
@@ -139,6 +154,8 @@ impl Node<'_> {
 
     fn restart(&self) {
         *self.process.lock().unwrap() = Arc::new(node_process(
+            self.world,
+            self.mixed,
             self.link,
             self.clock,
             self.store,
@@ -227,6 +244,62 @@ impl Node<'_> {
     }
 }
 
+/// An object_store 0.12.5 writer (`old.rs`): the same operations as a node's, its
+/// lock-style deletes plain.
+async fn old_node(
+    world: Arc<World>,
+    id: usize,
+    table: Arc<SimTable>,
+    store: Arc<SimStore>,
+    registry: Registry,
+) {
+    let link = NodeTable::new(world.clone(), table, id);
+    let writer = OldWriter {
+        table: link.clone(),
+        clock: world.node_clock(),
+        store: store.clone(),
+    };
+    let until = world.origin + RUN_FOR;
+    let mut seq = 0;
+    while Instant::now() < until {
+        world.between_operations(&link).await;
+        seq += 1;
+        let payload = format!("old{id}-op{seq}");
+        let (path, kind) = if world.chance(world.profile.create_delete) {
+            let path = Path::from(format!("lock/{}", world.pick(0..LOCKS)));
+            if store.head_now(&path).await.is_some() {
+                world.unless_crashed(store.delete_plainly(&path)).await;
+                continue;
+            }
+            (path, Kind::Create)
+        } else {
+            let path = Path::from(format!("log/{}", world.pick(0..PATHS)));
+            let kind = match store.head_now(&path).await {
+                Some(etag) => Kind::Update(etag),
+                None => Kind::Create,
+            };
+            (path, kind)
+        };
+        let mode = match &kind {
+            Kind::Create => PutMode::Create,
+            Kind::Update(etag) => PutMode::Update(UpdateVersion {
+                e_tag: Some(etag.clone()),
+                version: None,
+            }),
+        };
+        registry
+            .lock()
+            .unwrap()
+            .insert(payload.clone(), Op::new(kind, &path));
+        let put = writer.put(&path, payload.clone().into(), mode);
+        if let Some(Ok(_)) = world.unless_crashed(put).await
+            && let Some(op) = registry.lock().unwrap().get_mut(&payload)
+        {
+            op.acknowledged = true;
+        }
+    }
+}
+
 /// Runs the scenario and checks its history; violations go to `world`.
 pub async fn run(world: Arc<World>, planted: &[PlantedBug]) -> Tally {
     let table = SimTable::new(world.clone());
@@ -236,11 +309,15 @@ pub async fn run(world: Arc<World>, planted: &[PlantedBug]) -> Tally {
     if world.profile.ttl_deletes {
         tokio::spawn(table.clone().sweep_expired(settle));
     }
-    let nodes: Vec<_> = (0..NODES)
+    // An object_store 0.12.5 writer beside ours: every process of ours then leases.
+    let old = world.chance(world.profile.old_writer);
+    let mixed = world.profile.mixed_modes && !old;
+    let mut nodes: Vec<_> = (0..NODES)
         .map(|id| {
             tokio::spawn(node(
                 world.clone(),
                 id,
+                mixed,
                 table.clone(),
                 store.clone(),
                 registry.clone(),
@@ -248,6 +325,15 @@ pub async fn run(world: Arc<World>, planted: &[PlantedBug]) -> Tally {
             ))
         })
         .collect();
+    if old {
+        nodes.push(tokio::spawn(old_node(
+            world.clone(),
+            NODES,
+            table.clone(),
+            store.clone(),
+            registry.clone(),
+        )));
+    }
     for node in nodes {
         node.await.expect("a node panicked");
     }
@@ -270,6 +356,10 @@ fn check(
         ..Tally::default()
     };
     for (path, applied) in history {
+        // The probe's own objects: no operation of the run's.
+        if path.as_ref().starts_with(".dynacommit-probe") {
+            continue;
+        }
         let deletes = applied.iter().filter(|w| w.deleted).count();
         tally.deletes += deletes;
         tally.applied += applied.len() - deletes;
@@ -310,7 +400,7 @@ fn check(
                     },
                     before.payload
                 )),
-                (Kind::Update(etag), Some(before)) if before.etag == *etag => {}
+                (Kind::Update(etag), Some(before)) if before.etag == bare(etag) => {}
                 (Kind::Update(etag), before) => world.violation(format!(
                     "{path}: update {} naming {etag} landed over {}",
                     write.payload,
@@ -377,7 +467,7 @@ fn refusal_holds_at_some_point(
 ) -> bool {
     let refused_by = |etag: Option<&str>| match kind {
         Kind::Create => etag.is_some(),
-        Kind::Update(expected) => etag != Some(expected.as_str()),
+        Kind::Update(expected) => etag != Some(bare(expected)),
     };
     let mut current: Option<&str> = None;
     let mut holds = false;
@@ -395,4 +485,9 @@ fn refusal_holds_at_some_point(
         }
     }
     holds || refused_by(current)
+}
+
+/// An ETag as the store keeps it: without quotes (its answers may add them).
+pub fn bare(etag: &str) -> &str {
+    etag.trim_start_matches("W/").trim_matches('"')
 }

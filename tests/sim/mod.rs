@@ -14,6 +14,11 @@
 //!   deleted if present), so kept create leases are released on delete while others
 //!   race to create the path again; deletes delayed in flight or their answers lost;
 //! - a node's link to the table down for a while;
+//! - object stores that enforce conditions, ignore them, refuse their headers, or start
+//!   enforcing them mid-run, and answers writing ETags quoted or bare; node processes in
+//!   `lease`, `auto` and `native` modes, drawn again at every restart;
+//! - an object_store 0.12.5 writer on the same table and paths (`old.rs`), deleting
+//!   plainly;
 //! - writers crashing at any await point (their operation future dropped) and restarting
 //!   with fresh state;
 //! - every node's monotonic clock running at its own rate within the skew bound, and its
@@ -23,6 +28,7 @@
 pub mod clock;
 pub mod commits;
 pub mod locks;
+pub mod old;
 pub mod store;
 pub mod table;
 pub mod world;

@@ -1,6 +1,11 @@
 //! The simulated object store: objects with ETags, a history of every write applied, and
 //! the faults of a real store and its client (writes landing late, answers lost, a retry
-//! answering while an earlier attempt lingers, stalled reads).
+//! answering while an earlier attempt lingers, stalled reads). Each seed draws how it
+//! treats conditional writes (`Conditions`): enforcing them atomically where they land
+//! (with `If-Match` honoured in both ETag forms or only unquoted), ignoring them,
+//! refusing their headers, or ignoring them until a moment of the run and enforcing them
+//! from then on (a store upgraded under a running fleet); and how its answers write
+//! ETags (quoted, bare, or quoted from a PUT and bare from a HEAD).
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -12,11 +17,12 @@ use futures::StreamExt;
 use futures::stream::BoxStream;
 use object_store::path::Path;
 use object_store::{
-    CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload, ObjectMeta,
-    ObjectStore, PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult, Result,
+    CopyMode, CopyOptions, GetOptions, GetResult, GetResultPayload, ListResult, MultipartUpload,
+    ObjectMeta, ObjectStore, PutMode, PutMultipartOptions, PutOptions, PutPayload, PutResult,
+    Result,
 };
 
-use super::world::{T, World};
+use super::world::{StoreKind, T, World};
 
 /// One write as applied to an object.
 #[derive(Debug, Clone)]
@@ -33,15 +39,53 @@ pub struct Applied {
 
 #[derive(Default)]
 struct State {
+    /// Each object's body and bare ETag (`v7`).
     objects: BTreeMap<Path, (Bytes, String)>,
     history: BTreeMap<Path, Vec<Applied>>,
     etags: u64,
+}
+
+/// How the store treats conditional writes (`If-None-Match: *`, `If-Match`,
+/// copy-if-not-exists).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Conditions {
+    /// Refuses the headers: the client says NotImplemented (object_store's
+    /// `S3ConditionalPut::Disabled`), or the store answers 501 (Backblaze B2).
+    Refuses { client_side: bool },
+    /// Applies conditional writes as plain ones (s3rver).
+    Ignores,
+    /// Checks each condition atomically where the write lands (SeaweedFS, AWS S3);
+    /// `unquoted_only`: an `If-Match` naming a quoted ETag never matches (DigitalOcean
+    /// Spaces).
+    Enforces { unquoted_only: bool },
+    /// Ignores conditions until `at` (since the start), enforces them from then on.
+    EnforcesFrom { at: Duration },
+}
+
+/// How the store's answers write an ETag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EtagStyle {
+    Quoted,
+    Bare,
+    /// Quoted in a PUT's answer, bare in a HEAD's or GET's.
+    QuotedFromPuts,
+}
+
+/// What a conditional write asks of the object where it lands.
+#[derive(Debug, Clone)]
+enum Condition {
+    None,
+    Absent,
+    /// At this ETag, as the writer named it.
+    At(String),
 }
 
 /// The store every node shares.
 pub struct SimStore {
     world: Arc<World>,
     state: Mutex<State>,
+    pub conditions: Conditions,
+    pub etags: EtagStyle,
 }
 
 /// How one object write goes.
@@ -65,10 +109,128 @@ fn generic(message: &str) -> object_store::Error {
 
 impl SimStore {
     pub fn new(world: Arc<World>) -> Arc<Self> {
+        let kinds = &world.profile.store_kinds;
+        let conditions = match kinds[world.pick(0..kinds.len() as u64) as usize] {
+            StoreKind::Refuses => Conditions::Refuses {
+                client_side: world.chance(0.5),
+            },
+            StoreKind::Ignores => Conditions::Ignores,
+            StoreKind::Enforces => Conditions::Enforces {
+                unquoted_only: world.chance(0.25),
+            },
+            StoreKind::EnforcesFrom => Conditions::EnforcesFrom {
+                at: world.upto(super::world::RUN_FOR),
+            },
+        };
+        let etags = match world.pick(0..3) {
+            0 => EtagStyle::Quoted,
+            1 => EtagStyle::Bare,
+            _ => EtagStyle::QuotedFromPuts,
+        };
         Arc::new(Self {
             world,
             state: Mutex::default(),
+            conditions,
+            etags,
         })
+    }
+
+    /// Whether the store checks conditions now.
+    fn enforcing(&self) -> bool {
+        match self.conditions {
+            Conditions::Enforces { .. } => true,
+            Conditions::EnforcesFrom { at } => self.world.elapsed() >= at,
+            Conditions::Refuses { .. } | Conditions::Ignores => false,
+        }
+    }
+
+    /// Whether the store enforces conditions from the start to the end of the run.
+    pub fn enforces_throughout(&self) -> bool {
+        matches!(self.conditions, Conditions::Enforces { .. })
+    }
+
+    /// A bare ETag as an answer writes it.
+    fn render(&self, bare: &str, from_put: bool) -> String {
+        match (self.etags, from_put) {
+            (EtagStyle::Quoted, _) | (EtagStyle::QuotedFromPuts, true) => format!("\"{bare}\""),
+            _ => bare.to_owned(),
+        }
+    }
+
+    /// Applies `payload` at `location` if `condition` holds now (always, where the store
+    /// does not enforce): the bare ETag given, or the error a refusal answers.
+    fn apply_if(&self, location: &Path, payload: Bytes, condition: &Condition) -> Result<String> {
+        if self.enforcing() {
+            let state = self.state.lock().unwrap();
+            let current = state.objects.get(location).map(|(_, etag)| etag.as_str());
+            let unquoted_only = matches!(
+                self.conditions,
+                Conditions::Enforces {
+                    unquoted_only: true
+                }
+            );
+            match condition {
+                Condition::Absent if current.is_some() => {
+                    return Err(object_store::Error::AlreadyExists {
+                        path: location.to_string(),
+                        source: "412 Precondition Failed (If-None-Match)".into(),
+                    });
+                }
+                Condition::At(named)
+                    if current.is_none_or(|etag| {
+                        (unquoted_only && named.starts_with('"'))
+                            || etag != named.trim_start_matches("W/").trim_matches('"')
+                    }) =>
+                {
+                    return Err(object_store::Error::Precondition {
+                        path: location.to_string(),
+                        source: "412 Precondition Failed (If-Match)".into(),
+                    });
+                }
+                _ => {}
+            }
+        }
+        Ok(self.apply(location, payload))
+    }
+
+    /// A prompt, fault-free HEAD (an object_store 0.12.5 writer's): the ETag quoted, as
+    /// S3 writes it (whatever this store's answers to our nodes do).
+    pub async fn head_now(&self, location: &Path) -> Option<String> {
+        tokio::time::sleep(self.world.delay(0.0, T)).await;
+        let found = self
+            .state
+            .lock()
+            .unwrap()
+            .objects
+            .get(location)
+            .map(|(_, e)| format!("\"{e}\""));
+        tokio::time::sleep(self.world.delay(0.0, T)).await;
+        found
+    }
+
+    /// A prompt, fault-free plain PUT (an object_store 0.12.5 writer's). It lands whether
+    /// or not its caller still waits.
+    pub async fn put_plainly(self: &Arc<Self>, location: &Path, body: Bytes) -> Result<PutResult> {
+        let (to, back) = (self.world.delay(0.0, T), self.world.delay(0.0, T));
+        let (store, location) = (self.clone(), location.clone());
+        let landed = tokio::spawn(async move {
+            tokio::time::sleep(to).await;
+            store.apply(&location, body)
+        });
+        let etag = landed.await.expect("the write lands");
+        tokio::time::sleep(back).await;
+        Ok(PutResult {
+            e_tag: Some(self.render(&etag, true)),
+            version: None,
+            extensions: Default::default(),
+        })
+    }
+
+    /// A prompt plain DELETE from outside our processes (an object_store 0.12.5 writer, a
+    /// plain client, a lifecycle rule).
+    pub async fn delete_plainly(self: &Arc<Self>, location: &Path) {
+        tokio::time::sleep(self.world.delay(0.0, T)).await;
+        self.remove(location);
     }
 
     /// Every object's write history, in the order applied.
@@ -79,7 +241,7 @@ impl SimStore {
     fn apply(&self, location: &Path, payload: Bytes) -> String {
         let mut state = self.state.lock().unwrap();
         state.etags += 1;
-        let etag = format!("\"v{}\"", state.etags);
+        let etag = format!("v{}", state.etags);
         let text = String::from_utf8_lossy(&payload).into_owned();
         state
             .objects
@@ -136,12 +298,12 @@ impl SimStore {
         Fate::Normal
     }
 
-    fn meta(location: &Path, body: &Bytes, etag: &str) -> ObjectMeta {
+    fn meta(&self, location: &Path, body: &Bytes, etag: &str) -> ObjectMeta {
         ObjectMeta {
             location: location.clone(),
             last_modified: chrono::DateTime::UNIX_EPOCH,
             size: body.len() as u64,
-            e_tag: Some(etag.to_owned()),
+            e_tag: Some(self.render(etag, false)),
             version: None,
         }
     }
@@ -204,14 +366,27 @@ impl ObjectStore for StoreLink {
         payload: PutPayload,
         opts: PutOptions,
     ) -> Result<PutResult> {
-        if !matches!(opts.mode, PutMode::Overwrite) {
-            // CommitStore must hand the inner store plain writes only.
-            return Err(object_store::Error::NotImplemented {
-                operation: "conditional put in the simulated store".into(),
-                implementer: "SimStore".into(),
-            });
-        }
         let store = self.0.clone();
+        let condition = match &opts.mode {
+            PutMode::Overwrite => Condition::None,
+            PutMode::Create => Condition::Absent,
+            PutMode::Update(version) => Condition::At(version.e_tag.clone().unwrap_or_default()),
+        };
+        let refused_header = match (&condition, store.conditions) {
+            (Condition::None, _) => None,
+            (_, Conditions::Refuses { client_side: true }) => {
+                // The client refuses before sending anything.
+                return Err(object_store::Error::NotImplemented {
+                    operation: "conditional put".into(),
+                    implementer: "SimStore's client".into(),
+                });
+            }
+            (_, Conditions::Refuses { client_side: false }) => Some(generic(
+                "Error performing PUT in 3ms - Server returned non-2xx status code: 501 Not \
+                 Implemented: A header you provided implies functionality that is not implemented",
+            )),
+            _ => None,
+        };
         let world = &store.world;
         let p = &world.profile;
         let to = world.delay(p.store_slow_write, T * 3 / 2);
@@ -223,17 +398,23 @@ impl ObjectStore for StoreLink {
         // On the wire from here: it lands whether or not the caller still waits.
         tokio::spawn(async move {
             tokio::time::sleep(to).await;
+            if let Some(refusal) = refused_header {
+                tokio::time::sleep(back).await;
+                let _ = answer.send(Err(refusal));
+                return;
+            }
             let outcome = match fate {
-                Fate::Normal => Ok(store.apply(&location, body)),
+                Fate::Normal => store.apply_if(&location, body, &condition),
                 Fate::LostAnswer => {
-                    store.apply(&location, body);
+                    let _ = store.apply_if(&location, body, &condition);
                     Err(generic("timed out waiting for the answer"))
                 }
                 Fate::Failed => Err(generic("500 Internal Server Error, not applied")),
                 Fate::Duplicated(retry_after) => {
-                    store.apply(&location, body.clone());
+                    let _ = store.apply_if(&location, body.clone(), &condition);
                     tokio::time::sleep(retry_after).await;
-                    Ok(store.apply(&location, body))
+                    // The retry meets the first attempt: refused where it is enforced.
+                    store.apply_if(&location, body, &condition)
                 }
                 Fate::KnownErrorAfterRetry(linger) => {
                     // Attempt 1 is stuck in the store; the client's retry is refused.
@@ -242,13 +423,13 @@ impl ObjectStore for StoreLink {
                         source: "403 on the retry".into(),
                     }));
                     tokio::time::sleep(linger).await;
-                    store.apply(&location, body);
+                    let _ = store.apply_if(&location, body, &condition);
                     return;
                 }
             };
             tokio::time::sleep(back).await;
             let _ = answer.send(outcome.map(|etag| PutResult {
-                e_tag: Some(etag),
+                e_tag: Some(store.render(&etag, true)),
                 version: None,
                 extensions: Default::default(),
             }));
@@ -284,7 +465,7 @@ impl ObjectStore for StoreLink {
                 source: "no such object".into(),
             });
         };
-        let meta = SimStore::meta(location, &body, &etag);
+        let meta = self.0.meta(location, &body, &etag);
         let range = 0..body.len() as u64;
         let payload = if options.head { Bytes::new() } else { body };
         Ok(GetResult {
@@ -321,10 +502,29 @@ impl ObjectStore for StoreLink {
         })
     }
 
-    async fn copy_opts(&self, _from: &Path, _to: &Path, _options: CopyOptions) -> Result<()> {
-        Err(object_store::Error::NotImplemented {
-            operation: "copy".into(),
-            implementer: "SimStore".into(),
-        })
+    /// A copy (only the probe copies): the source read and the target written where it
+    /// lands, copy-if-not-exists treated as the store treats conditions.
+    async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
+        let store = &self.0;
+        let condition = match options.mode {
+            CopyMode::Overwrite => Condition::None,
+            CopyMode::Create => Condition::Absent,
+        };
+        if matches!(condition, Condition::Absent)
+            && matches!(store.conditions, Conditions::Refuses { .. })
+        {
+            return Err(object_store::Error::NotSupported {
+                source: "copy-if-not-exists is not configured".into(),
+            });
+        }
+        tokio::time::sleep(store.world.delay(0.0, T)).await;
+        let source = store.state.lock().unwrap().objects.get(from).cloned();
+        let Some((body, _)) = source else {
+            return Err(object_store::Error::NotFound {
+                path: from.to_string(),
+                source: "no such object".into(),
+            });
+        };
+        store.apply_if(to, body, &condition).map(|_| ())
     }
 }

@@ -25,6 +25,20 @@ pub fn lease_config() -> LeaseConfig {
         .with_ttl(Duration::from_secs(6))
 }
 
+/// How a seed's store may treat conditional writes (`store::Conditions` holds the
+/// details drawn).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StoreKind {
+    /// Refuses the headers (client-side, or with a 501).
+    Refuses,
+    /// Ignores them.
+    Ignores,
+    /// Enforces them atomically, from the start.
+    Enforces,
+    /// Ignores them until a moment of the run, enforces them from then on.
+    EnforcesFrom,
+}
+
 /// How often each fault happens: probabilities per request or per operation.
 #[derive(Debug, Clone)]
 pub struct Profile {
@@ -76,6 +90,16 @@ pub struct Profile {
     /// A pause of up to 8 s instead (a path left alone long enough for its lease records
     /// to expire and be deleted by TTL, or by an operator).
     pub long_think: f64,
+    /// The kinds of store a seed draws from.
+    pub store_kinds: Vec<StoreKind>,
+    /// The chance that a seed runs an object_store 0.12.5 writer (`old.rs`) beside its
+    /// nodes, on the same table and paths (every node of ours then in `lease` mode, as
+    /// docs/protocol.md tells a fleet with 0.12.5 writers).
+    pub old_writer: f64,
+    /// Whether node processes draw their condition mode (`lease`, `auto`, and `native`
+    /// where the store enforces conditions throughout), again at each restart (a rolling
+    /// move between modes); otherwise every process is in `lease` mode.
+    pub mixed_modes: bool,
 }
 
 impl Profile {
@@ -101,6 +125,26 @@ impl Profile {
             tasks_per_node: 1,
             max_think: Duration::from_millis(2500),
             long_think: 0.15,
+            store_kinds: vec![
+                StoreKind::Refuses,
+                StoreKind::Ignores,
+                StoreKind::Enforces,
+                StoreKind::EnforcesFrom,
+            ],
+            mixed_modes: true,
+            old_writer: 0.3,
+        }
+    }
+
+    /// This profile with every process in `lease` mode on a store that does not enforce
+    /// conditions (refusing or ignoring them): the lease protocol alone must keep every
+    /// invariant, as the planted bugs of the lease core need to show.
+    pub fn leases_alone(self) -> Self {
+        Self {
+            store_kinds: vec![StoreKind::Refuses, StoreKind::Ignores],
+            mixed_modes: false,
+            old_writer: 0.0,
+            ..self
         }
     }
 
