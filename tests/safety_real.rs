@@ -9,11 +9,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
-use common::Counters;
 use common::faults::ScriptedStore;
 use common::s3::S3Server;
+use common::{Counters, delete_behind_its_back};
 use dynacommit::CommitStore;
-use dynacommit::dynamo::{AttributeValue, DeleteItem, Item};
 use dynacommit::lease::{
     DynamoLeaseTable, Expect, LeaseConfig, LeaseManager, LeaseRecord, LeaseTable, PlantedBug,
     PutOutcome, TableError,
@@ -223,23 +222,6 @@ async fn without_the_fence_both_stalls_lose_acknowledged_commits() {
             "{stall:?}: the planted bug lost nothing in {PLANTED_TRIALS} trials"
         );
     }
-}
-
-fn key(path: &str, etag: &str) -> Item {
-    [
-        ("path".to_owned(), AttributeValue::from(path)),
-        ("etag".to_owned(), AttributeValue::from(etag)),
-    ]
-    .into()
-}
-
-/// Deletes a record behind the protocol's back, as DynamoDB's TTL or an operator would.
-async fn delete_behind_its_back(table: &DynamoLeaseTable, path: &str, etag: &str) {
-    table
-        .client()
-        .delete_item(&DeleteItem::new(table.table_name(), key(path, etag)))
-        .await
-        .unwrap();
 }
 
 #[tokio::test]

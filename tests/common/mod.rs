@@ -217,3 +217,23 @@ pub fn dynacommit_command() -> std::process::Command {
     }
     command
 }
+
+/// Deletes a lease record behind the protocol's back, as DynamoDB's TTL or an operator
+/// would.
+pub async fn delete_behind_its_back(
+    table: &dynacommit::lease::DynamoLeaseTable,
+    path: &str,
+    etag: &str,
+) {
+    use dynacommit::dynamo::{AttributeValue, DeleteItem, Item};
+    let key: Item = [
+        ("path".to_owned(), AttributeValue::from(path)),
+        ("etag".to_owned(), AttributeValue::from(etag)),
+    ]
+    .into();
+    table
+        .client()
+        .delete_item(&DeleteItem::new(table.table_name(), key))
+        .await
+        .unwrap();
+}
