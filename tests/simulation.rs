@@ -271,6 +271,15 @@ fn an_object_store_0_12_5_writer_beside_ours_keeps_every_invariant() {
     keeps_every_invariant_under(Scenario::Commits, share_of_seeds(1_000, 1, 0), &profile);
 }
 
+/// The liveness invariant: with no faults, no create waits for a lease's expiry, though
+/// objects are deleted by a deleter outside our processes (and by our nodes), in every
+/// store kind and condition mode: 2,000 seeds.
+#[test]
+fn no_create_waits_for_an_expiry_with_nothing_to_wait_out() {
+    let seeds = share_of_seeds(2_000, 1, 0);
+    keeps_every_invariant_under(Scenario::Commits, seeds, &Profile::quiet());
+}
+
 /// One test per share of a run: `name => (function, share)`.
 macro_rules! shares {
     ($($name:ident => $run:ident($share:literal);)*) => {
@@ -508,6 +517,18 @@ fn catches_commit_leases_from_zero_beside_an_object_store_0_12_5_writer() {
         PlantedBug::CommitLeasesFromZero,
         Scenario::Commits,
         profile,
+        3_000,
+    );
+}
+
+#[test]
+fn catches_create_leases_kept_by_default_after_a_delete_elsewhere() {
+    // Kept create leases, released only by a delete through the store that keeps them: a
+    // delete by anyone else leaves the next creator waiting `timeout x skew`.
+    catches(
+        PlantedBug::KeepCreateLeasesByDefault,
+        Scenario::Commits,
+        Profile::quiet(),
         3_000,
     );
 }

@@ -506,6 +506,9 @@ impl LeaseManager {
     #[doc(hidden)]
     pub fn with_planted_bug(mut self, bug: super::PlantedBug) -> Self {
         self.planted = self.planted.with(bug);
+        if bug == PlantedBug::KeepCreateLeasesByDefault {
+            return self.keep_create_leases();
+        }
         self
     }
 

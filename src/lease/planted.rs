@@ -42,6 +42,9 @@ pub enum PlantedBug {
     /// stranger can predict: object_store 0.12.5's reclaim on the generation alone then
     /// takes a record created afresh after TTL deleted the one it waited on.
     CommitLeasesFromZero,
+    /// Creates keep their lease until a delete through the store, as the default was:
+    /// after a delete by anyone else the next creator waits `timeout x skew`.
+    KeepCreateLeasesByDefault,
 }
 
 /// The set of planted bugs of one lease manager: empty in production.

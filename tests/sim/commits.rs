@@ -40,6 +40,8 @@ struct Op {
     /// Refused without a request, as beaten by a sibling task's success on its lease: from
     /// when to when it ran.
     beaten: Option<(Instant, Instant)>,
+    /// How long a create of one of our nodes took, and whether it ran to its end.
+    took: Option<Duration>,
 }
 
 impl Op {
@@ -49,6 +51,7 @@ impl Op {
             path: path.clone(),
             acknowledged: false,
             beaten: None,
+            took: None,
         }
     }
 }
@@ -194,6 +197,9 @@ impl Node<'_> {
                         let created = process
                             .put_opts(&path, payload.clone().into(), PutMode::Create.into())
                             .await;
+                        if let Some(op) = registry.lock().unwrap().get_mut(&payload) {
+                            op.took = Some(started.elapsed());
+                        }
                         match &created {
                             Ok(_) => {
                                 if let Some(op) = registry.lock().unwrap().get_mut(&payload) {
@@ -300,6 +306,21 @@ async fn old_node(
     }
 }
 
+/// A deleter outside our processes (a plain S3 client, a lifecycle rule): every 0.5 s,
+/// with the profile's chance, deletes a lock-style object if it is there.
+async fn foreign_deleter(world: Arc<World>, store: Arc<SimStore>) {
+    let until = world.origin + RUN_FOR;
+    while Instant::now() < until {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        if world.chance(world.profile.foreign_deletes) {
+            let path = Path::from(format!("lock/{}", world.pick(0..LOCKS)));
+            if store.head_now(&path).await.is_some() {
+                store.delete_plainly(&path).await;
+            }
+        }
+    }
+}
+
 /// Runs the scenario and checks its history; violations go to `world`.
 pub async fn run(world: Arc<World>, planted: &[PlantedBug]) -> Tally {
     let table = SimTable::new(world.clone());
@@ -325,6 +346,9 @@ pub async fn run(world: Arc<World>, planted: &[PlantedBug]) -> Tally {
             ))
         })
         .collect();
+    if world.profile.foreign_deletes > 0.0 {
+        nodes.push(tokio::spawn(foreign_deleter(world.clone(), store.clone())));
+    }
     if old {
         nodes.push(tokio::spawn(old_node(
             world.clone(),
@@ -439,6 +463,15 @@ fn check(
         let landed = history.values().flatten().any(|w| w.payload == *payload);
         if op.acknowledged && !landed {
             world.violation(format!("acknowledged write {payload} never landed"));
+        }
+        if let (Some(bound), Some(took)) = (world.profile.max_create_wait, op.took)
+            && took > bound
+        {
+            world.violation(format!(
+                "create {payload} of {} took {took:?}, more than {bound:?} with no fault to \
+                 wait out",
+                op.path
+            ));
         }
         if let Some((started, ended)) = op.beaten
             && !refusal_holds_at_some_point(&op.kind, history.get(&op.path), started, ended)

@@ -96,6 +96,13 @@ pub struct Profile {
     /// nodes, on the same table and paths (every node of ours then in `lease` mode, as
     /// docs/protocol.md tells a fleet with 0.12.5 writers).
     pub old_writer: f64,
+    /// The chance, every 0.5 s of the run, that a deleter outside our processes (a plain
+    /// S3 client, a lifecycle rule) deletes a lock-style object if it is there.
+    pub foreign_deletes: f64,
+    /// If set, a create by one of our nodes that takes longer than this is a violation:
+    /// for fault-free profiles, where no holder dies and no answer is lost, so no wait
+    /// for a lease's expiry is ever due.
+    pub max_create_wait: Option<Duration>,
     /// Whether node processes draw their condition mode (`lease`, `auto`, and `native`
     /// where the store enforces conditions throughout), again at each restart (a rolling
     /// move between modes); otherwise every process is in `lease` mode.
@@ -133,6 +140,35 @@ impl Profile {
             ],
             mixed_modes: true,
             old_writer: 0.3,
+            foreign_deletes: 0.1,
+            max_create_wait: None,
+        }
+    }
+
+    /// No faults, no crashes, no 0.12.5 writer (whose leases are never released), but
+    /// objects deleted by a deleter outside our processes: no create of ours may wait
+    /// for a lease's expiry, so each finishes within `max_create_wait` (the liveness
+    /// invariant).
+    pub fn quiet() -> Self {
+        Self {
+            table_lost_answer: 0.0,
+            table_late_apply: 0.0,
+            table_retried: 0.0,
+            table_failed: 0.0,
+            table_read_failed: 0.0,
+            table_slow: 0.0,
+            table_outage: 0.0,
+            store_slow_write: 0.0,
+            store_lost_answer: 0.0,
+            store_failed: 0.0,
+            store_known_error_after_retry: 0.0,
+            store_read_stall: 0.0,
+            create_delete: 0.5,
+            crash: 0.0,
+            old_writer: 0.0,
+            foreign_deletes: 0.5,
+            max_create_wait: Some(T),
+            ..Self::mixed()
         }
     }
 
