@@ -285,6 +285,52 @@ async fn a_store_that_refuses_a_header_gets_the_write_plain_under_the_lease() {
     assert_eq!(stored.as_ref(), b"v3");
 }
 
+#[tokio::test]
+async fn a_store_refusing_every_if_match_still_takes_leased_updates() {
+    // A store that answers every `If-Match` with 412 (whatever the ETag, quoted or not):
+    // the leased update is refused while the object still has the ETag named, so a probe
+    // on a fresh key settles that the store refuses the header, and the write goes plain
+    // under the lease, as before leased writes carried conditions. A stale update is
+    // still refused, by the lease's check.
+    let memory: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let refusing: Arc<dyn ObjectStore> =
+        Arc::new(ScriptedStore::refusing_every_update(memory.clone()));
+    let store = CommitStore::new(refusing, common::memory_leases());
+    let path = Path::from("pointer");
+    let first = store
+        .put_opts(&path, "v1".into(), PutMode::Create.into())
+        .await
+        .unwrap();
+    let second = store
+        .put_opts(
+            &path,
+            "v2".into(),
+            PutMode::Update(first.clone().into()).into(),
+        )
+        .await
+        .unwrap();
+    let stale = store
+        .put_opts(&path, "v3".into(), PutMode::Update(first.into()).into())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(stale, object_store::Error::Precondition { .. }),
+        "{stale:?}"
+    );
+    store
+        .put_opts(&path, "v3".into(), PutMode::Update(second.into()).into())
+        .await
+        .unwrap();
+    let stored = memory.get(&path).await.unwrap().bytes().await.unwrap();
+    assert_eq!(stored.as_ref(), b"v3");
+    let left: Vec<_> = memory
+        .list(Some(&Path::from(".dynacommit-probe")))
+        .try_collect()
+        .await
+        .unwrap();
+    assert!(left.is_empty(), "the probe left {left:?}");
+}
+
 /// Credentials that may write under one prefix only (an IAM policy for one table): the
 /// probe at the store's root is refused, and names the path; under the probe path it
 /// runs, and leaves nothing behind.

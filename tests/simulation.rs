@@ -19,7 +19,7 @@ mod sim;
 use std::time::Instant;
 
 use dynacommit::lease::PlantedBug;
-use sim::world::{Profile, StoreKind, World};
+use sim::world::{Profile, StoreKind, T, World};
 
 /// Which scenario a seed runs.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -515,6 +515,27 @@ fn catches_commit_leases_from_zero_beside_an_object_store_0_12_5_writer() {
     };
     catches(
         PlantedBug::CommitLeasesFromZero,
+        Scenario::Commits,
+        profile,
+        3_000,
+    );
+}
+
+/// The beside-check window (`LeaseConfig::beside_check_window`) taken out: the check sent
+/// beside a fresh acquisition is trusted however late the PutItem applied. Table requests
+/// up to 4 leases on their way, so that a whole commit by another writer, and TTL's
+/// deletion of its record (6 leases after its last write), fit between the check's read
+/// and the PutItem.
+#[test]
+fn catches_a_beside_check_trusted_however_late_the_acquisition() {
+    let profile = Profile {
+        table_slow: 0.3,
+        table_slow_max: T * 4,
+        long_think: 0.3,
+        ..Profile::mixed().leases_alone()
+    };
+    catches(
+        PlantedBug::BesideCheckTrustedAnyTime,
         Scenario::Commits,
         profile,
         3_000,

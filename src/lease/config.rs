@@ -118,6 +118,22 @@ impl LeaseConfig {
         stale_after(self.timeout, self.max_clock_skew_rate)
     }
 
+    /// How long after its HEAD was sent a check sent beside a fresh acquisition may be
+    /// answered and still be trusted under the lease: `timeout x skew`, or half of what
+    /// the record TTL leaves beyond it if that is less.
+    ///
+    /// Why: a write landing between the check's read and the PutItem that found no record
+    /// belonged to a record TTL deleted in between. Every protocol write lands within
+    /// `timeout x skew` of its record's last write (assumption 4), and a record lives at
+    /// least `ttl - W` after its last write, W being how far its writer's wall clock lags
+    /// DynamoDB's (assumption 5 bounds W by `(ttl - timeout x skew) / 2`). So the two can
+    /// meet only if the check's read and the PutItem lie more than
+    /// `ttl - W - timeout x skew` apart, more than this window.
+    pub fn beside_check_window(&self) -> Duration {
+        let reclaim = self.reclaim_after();
+        reclaim.min(self.ttl.saturating_sub(reclaim) / 2)
+    }
+
     /// The defaults, overridden by `DYNACOMMIT_LEASE_TABLE` (`table[:timeout_ms]`),
     /// `DYNACOMMIT_LEASE_TIMEOUT_MS`, `DYNACOMMIT_MAX_CLOCK_SKEW_RATE`,
     /// `DYNACOMMIT_LEASE_TTL_SECS` and `DYNACOMMIT_POLL_INTERVAL_MS` where set.

@@ -636,7 +636,7 @@ impl LeaseManager {
     /// [`release_deferred`](Self::release_deferred) when it deletes an object (as
     /// `CommitStore` does, for its puts, copies and renames):
     /// - once a create (etag `*`) succeeded, its lease is kept unreleased (unless
-    ///   [`release_creates_at_once`](Self::release_creates_at_once)), saving the release's
+    ///   [`keep_create_leases`](Self::keep_create_leases)), saving the release's
     ///   DynamoDB write;
     /// - `beaten`, if given, lets an operation that waited behind another of this
     ///   manager's on the same lease, which succeeded, fail without a request where that
@@ -772,7 +772,8 @@ impl LeaseManager {
         let recheck = (lease.was_taken_over() && !self.planted(PlantedBug::NoRecheckAfterTakeover))
             || (!unfenced
                 && self.clock.now().saturating_duration_since(checked_at)
-                    >= self.config.reclaim_after());
+                    >= self.config.beside_check_window()
+                && !self.planted(PlantedBug::BesideCheckTrustedAnyTime));
         if recheck
             && unfenced
             && let Err(e) = check().await

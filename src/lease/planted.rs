@@ -45,6 +45,10 @@ pub enum PlantedBug {
     /// Creates keep their lease until a delete through the store, as the default was:
     /// after a delete by anyone else the next creator waits `timeout x skew`.
     KeepCreateLeasesByDefault,
+    /// The check sent beside a fresh acquisition is trusted however late its PutItem was
+    /// answered: a whole commit by another writer, and TTL's deletion of its record, can
+    /// fit between the check's read and the PutItem.
+    BesideCheckTrustedAnyTime,
 }
 
 /// The set of planted bugs of one lease manager: empty in production.

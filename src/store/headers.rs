@@ -93,31 +93,48 @@ impl Headers {
     pub(crate) fn unquoted(&self) -> bool {
         self.state().unquoted
     }
-
-    /// `If-Match` is to name ETags without their quotes from now on.
-    pub(crate) fn use_unquoted(&self) {
-        self.state().unquoted = true;
-    }
 }
 
-/// What a probe found: the conditions the store enforces, and the form of ETag its
-/// `If-Match` honours.
+/// What a probe found: the conditions the store enforces, the headers it accepts (a write
+/// carrying one is applied where its condition holds: a store that ignores the header
+/// accepts it), and the form of ETag its `If-Match` honours.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Probe {
     pub(crate) enforced: Enforced,
+    pub(crate) accepted: Enforced,
     pub(crate) unquoted: bool,
+}
+
+impl Probe {
+    /// Whether the store accepts `header`.
+    pub(crate) fn accepts(&self, header: Header) -> bool {
+        match header {
+            Header::IfNoneMatch => self.accepted.create,
+            Header::IfMatch => self.accepted.update,
+            Header::CopyIfAbsent => self.accepted.copy,
+        }
+    }
 }
 
 /// The last probe's findings, shared by clones of a store's handle, and the turn to run
 /// the next (one probe at a time per store).
 #[derive(Debug, Default)]
 pub(crate) struct Probed {
-    found: Mutex<Option<(Probe, Instant)>>,
+    found: Mutex<Found>,
     turn: tokio::sync::Mutex<()>,
 }
 
+#[derive(Debug, Default)]
+struct Found {
+    /// The findings and when the probe that made them started, unless forgotten.
+    last: Option<(Probe, Instant)>,
+    /// Bumped by every [`Probed::forget`]: a probe that started before a contradiction
+    /// must not restore findings it contradicts.
+    epoch: u64,
+}
+
 impl Probed {
-    fn found(&self) -> std::sync::MutexGuard<'_, Option<(Probe, Instant)>> {
+    fn found(&self) -> std::sync::MutexGuard<'_, Found> {
         self.found
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -126,22 +143,42 @@ impl Probed {
     /// The findings, if the probe ran within [`PROBE_KEPT`].
     pub(crate) fn fresh(&self) -> Option<Probe> {
         self.found()
+            .last
             .filter(|(_, at)| at.elapsed() < PROBE_KEPT)
             .map(|(probe, _)| probe)
     }
 
-    /// The last findings, however old (for Debug output).
-    pub(crate) fn last(&self) -> Option<Enforced> {
-        self.found().map(|(probe, _)| probe.enforced)
+    /// The last findings, however old, unless forgotten: what a re-probe that failed
+    /// falls back on (a store that answered once goes on being taken as it was, rather
+    /// than every conditional write failing with the probe's error).
+    pub(crate) fn stale(&self) -> Option<Probe> {
+        self.found().last.map(|(probe, _)| probe)
     }
 
-    pub(crate) fn keep(&self, probe: Probe) {
-        *self.found() = Some((probe, Instant::now()));
+    /// The last findings, however old (for Debug output).
+    pub(crate) fn last(&self) -> Option<Enforced> {
+        self.stale().map(|probe| probe.enforced)
+    }
+
+    /// The epoch a probe starts in, for [`Self::keep`].
+    pub(crate) fn epoch(&self) -> u64 {
+        self.found().epoch
+    }
+
+    /// Keeps `probe`'s findings, dated `started`, unless an answer contradicted the
+    /// store's findings since the probe started (then the next write probes again).
+    pub(crate) fn keep(&self, probe: Probe, started: Instant, epoch: u64) {
+        let mut found = self.found();
+        if found.epoch == epoch {
+            found.last = Some((probe, started));
+        }
     }
 
     /// An answer contradicted the findings: the next conditional write probes again.
     pub(crate) fn forget(&self) {
-        *self.found() = None;
+        let mut found = self.found();
+        found.last = None;
+        found.epoch += 1;
     }
 
     /// The turn to probe: held while one runs, so clones do not probe side by side.
@@ -169,29 +206,14 @@ pub(crate) fn status_in(error: &(dyn std::error::Error + 'static)) -> Option<u16
 }
 
 /// Whether an answer to a conditional write refuses its header, not its condition or its
-/// body: 501 (Backblaze B2 and Alibaba OSS answer `If-None-Match` so), 405, or a 400 that
-/// names the header. Such a request was not applied. (A 403 or 412 is not taken for one
-/// here: either can be a policy's or a condition's answer, and a header wrongly left off
-/// a leased write could land it on a native writer's commit. The probe, which writes a
-/// fresh key, reads them as refusals.)
+/// body: a 501 (Backblaze B2 and Alibaba OSS answer `If-None-Match` so). Such a request
+/// was not applied. Nothing else is read so from a write's answer: a 400 or 405 can be the
+/// answer to the body or the key (a digest mismatch, a timeout), a 403 a policy's, a 412
+/// a condition's, and a header wrongly left off a leased write could land it on a native
+/// writer's commit. A refusal that leaves the condition holding is settled by a probe on
+/// a fresh key instead (`CommitStore::after_refusal`).
 pub(crate) fn refuses_a_header(error: &(dyn std::error::Error + 'static)) -> bool {
-    match status_in(error) {
-        Some(501 | 405) => true,
-        Some(400) => chain_text(error).to_ascii_lowercase().contains("match"),
-        _ => false,
-    }
-}
-
-/// Every message of `error`'s chain, joined.
-fn chain_text(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = String::new();
-    let mut next = Some(error);
-    while let Some(e) = next {
-        text += &e.to_string();
-        text.push('\n');
-        next = e.source();
-    }
-    text
+    status_in(error) == Some(501)
 }
 
 #[cfg(test)]
@@ -212,6 +234,15 @@ mod tests {
     fn the_status_is_read_from_anywhere_in_the_chain() {
         assert_eq!(status_in(&Wrapped(Answer)), Some(501));
         assert!(refuses_a_header(&Wrapped(Answer)));
+        #[derive(Debug, thiserror::Error)]
+        #[error(
+            "Server returned non-2xx status code: 400 Bad Request: BadDigest: the Content-MD5 you specified did not match"
+        )]
+        struct Digest;
+        assert!(
+            !refuses_a_header(&Digest),
+            "a 400 naming `match` is no refused header"
+        );
         let timeout = std::io::Error::other("timed out");
         assert_eq!(status_in(&timeout), None);
     }

@@ -175,17 +175,36 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
     /// # Ok(()) }
     /// ```
     pub async fn enforced(&self) -> Result<Enforced> {
+        self.probed_now().await.map(|probe| probe.enforced)
+    }
+
+    /// The probe's findings, probing again if they are older than ten minutes or were
+    /// forgotten. A re-probe that fails after ten minutes leaves the last findings in
+    /// force (with a warning); a failed first probe, or one after a contradiction, is an
+    /// error.
+    async fn probed_now(&self) -> Result<Probe> {
         if let Some(probe) = self.probed.fresh() {
-            return Ok(probe.enforced);
+            return Ok(probe);
         }
         let _turn = self.probed.turn().await;
         if let Some(probe) = self.probed.fresh() {
-            return Ok(probe.enforced);
+            return Ok(probe);
         }
-        let probe = self.probe().await?;
-        self.headers.learn(&probe);
-        self.probed.keep(probe);
-        Ok(probe.enforced)
+        let (started, epoch) = (tokio::time::Instant::now(), self.probed.epoch());
+        match self.probe().await {
+            Ok(probe) => {
+                self.headers.learn(&probe);
+                self.probed.keep(probe, started, epoch);
+                Ok(probe)
+            }
+            Err(e) => match self.probed.stale() {
+                Some(last) => {
+                    tracing::warn!(store = %self.inner, error = %e, "probing the store again failed: its last findings stand");
+                    Ok(last)
+                }
+                None => Err(e),
+            },
+        }
     }
 
     /// Whether conditional writes go to the inner store with their conditions, without a
@@ -208,12 +227,17 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
         !self.leases.planted(PlantedBug::PlainWriteUnderLease) && self.headers.carries(header)
     }
 
-    /// The store refused `header` as a header (nothing was written): leased writes go
-    /// without it for a while, and the probe's findings, which this contradicts, are
-    /// forgotten.
-    fn refused(&self, header: Header) {
+    /// Whether an answer refusing `header` (nothing written) may send the leased write
+    /// plain: unless the probe lately found the store accepting the header, which the
+    /// answer then contradicts (the findings are forgotten, and the write fails). If it
+    /// may, leased writes go without the header for a while.
+    fn give_up_header(&self, header: Header) -> bool {
+        if self.probed.fresh().is_some_and(|probe| probe.accepts(header)) {
+            self.probed.forget();
+            return false;
+        }
         self.headers.refused(header);
-        self.probed.forget();
+        true
     }
 
     /// `mode` as the store takes it: `If-Match` names the ETag unquoted where the store
@@ -283,17 +307,21 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
         };
         let found = async {
             // Create: on a fresh key the first must be applied, the second refused.
-            let create = match self.inner.put_opts(&object, body(), PutMode::Create.into()).await {
-                Ok(_) => matches!(
-                    self.inner.put_opts(&object, body(), PutMode::Create.into()).await,
-                    Err(E::AlreadyExists { .. })
-                ),
-                Err(e) if refusal(&e) => {
-                    self.inner.put(&object, body()).await?;
-                    false
-                }
-                Err(e) => return Err(e),
-            };
+            let (create_accepted, create) =
+                match self.inner.put_opts(&object, body(), PutMode::Create.into()).await {
+                    Ok(_) => (
+                        true,
+                        matches!(
+                            self.inner.put_opts(&object, body(), PutMode::Create.into()).await,
+                            Err(E::AlreadyExists { .. })
+                        ),
+                    ),
+                    Err(e) if refusal(&e) => {
+                        self.inner.put(&object, body()).await?;
+                        (false, false)
+                    }
+                    Err(e) => return Err(e),
+                };
             // Update: one naming the object's own version must be applied (a store
             // refusing every `If-Match` would otherwise read as enforcing, and `auto`
             // would fail every update), in the ETag's form as given or else unquoted
@@ -301,6 +329,7 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
             // the same form, refused. Without an ETag an update cannot name a version.
             let meta = self.inner.head(&object).await?;
             let mut unquoted = false;
+            let mut update_accepted = false;
             let update = match meta.e_tag.clone() {
                 None => false,
                 Some(etag) => {
@@ -314,6 +343,7 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
                         match self.inner.put_opts(&object, body(), own.into()).await {
                             Ok(_) => {
                                 applied = true;
+                                update_accepted = true;
                                 unquoted = bare_form;
                                 break;
                             }
@@ -337,19 +367,28 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
                 }
             };
             let if_absent = || CopyOptions::new().with_mode(CopyMode::Create);
-            let copied = match self.inner.copy_opts(&object, &copy, if_absent()).await {
-                Ok(()) => matches!(
-                    self.inner.copy_opts(&object, &copy, if_absent()).await,
-                    Err(E::AlreadyExists { .. })
-                ),
-                Err(e) if refusal(&e) => false,
-                Err(e) => return Err(e),
-            };
+            let (copy_accepted, copied) =
+                match self.inner.copy_opts(&object, &copy, if_absent()).await {
+                    Ok(()) => (
+                        true,
+                        matches!(
+                            self.inner.copy_opts(&object, &copy, if_absent()).await,
+                            Err(E::AlreadyExists { .. })
+                        ),
+                    ),
+                    Err(e) if refusal(&e) => (false, false),
+                    Err(e) => return Err(e),
+                };
             Ok(Probe {
                 enforced: Enforced {
                     create,
                     update,
                     copy: copied,
+                },
+                accepted: Enforced {
+                    create: create_accepted,
+                    update: update_accepted,
+                    copy: copy_accepted,
                 },
                 unquoted,
             })
@@ -403,10 +442,9 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
         };
         match self.inner.put_opts(location, payload.clone(), conditional).await {
             Err(E::AlreadyExists { .. } | E::Precondition { .. }) => {
-                self.after_refusal(location, payload, opts, mode).await
+                self.after_refusal(location, payload, opts, mode, header).await
             }
-            Err(e) if Self::refuses_header(&e) => {
-                self.refused(header);
+            Err(e) if Self::refuses_header(&e) && self.give_up_header(header) => {
                 self.inner.put_opts(location, payload, opts).await
             }
             other => other,
@@ -416,24 +454,51 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
     /// A leased put carrying `mode` was refused. Under our lease no protocol writer
     /// touches the path, so the refusal is an earlier attempt of this very write (the
     /// client retried after an answer was lost), a writer without a lease (a native one,
-    /// a plain client), or, for an update whose object still has the ETag named, a store
-    /// that honours `If-Match` only unquoted: the object tells which.
+    /// a plain client), or a store that answers the header wrongly (for an update, one
+    /// that honours `If-Match` only with the ETag unquoted): the object tells which.
+    ///
+    /// - Our bytes: our success.
+    /// - The condition still holding (a create's object absent, an update's at the ETag
+    ///   named): an update goes once more with the ETag unquoted, if it was sent quoted
+    ///   (DigitalOcean Spaces); otherwise, or if that is refused too, a probe on a fresh
+    ///   key settles whether the store refuses the header (403 or 412 to every
+    ///   conditional write), and if it does, the write goes plain. (Going plain on the
+    ///   refusal alone would be unsafe: a native writer's object may have come and gone.)
+    /// - Anything else: an error marked as possibly applied, not `AlreadyExists`: a caller
+    ///   must not read it as a version taken by a rival in the protocol and commit the same
+    ///   change again elsewhere (an earlier attempt of ours may have landed and been
+    ///   replaced).
     async fn after_refusal(
         &self,
         location: &Path,
         payload: PutPayload,
         opts: PutOptions,
         mode: PutMode,
+        header: Header,
     ) -> Result<PutResult> {
-        if let Ok(found) = self.inner.get(location).await {
-            let now = found.meta.e_tag.clone();
-            if let Some(result) = Self::holds(found, &payload).await {
-                return Ok(result);
+        use $os::Error as E;
+        let holds_still = match self.inner.get(location).await {
+            Ok(found) => {
+                let now = found.meta.e_tag.clone();
+                if let Some(result) = Self::holds(found, &payload).await {
+                    return Ok(result);
+                }
+                match (&mode, &now) {
+                    (PutMode::Update(version), Some(now)) => version
+                        .e_tag
+                        .as_deref()
+                        .is_some_and(|expected| crate::lease::same_etag(expected, now)),
+                    _ => false,
+                }
             }
+            Err(E::NotFound { .. }) => matches!(mode, PutMode::Create),
+            Err(_) => false,
+        };
+        if holds_still {
             if let PutMode::Update(version) = &mode
-                && let (Some(expected), Some(now)) = (&version.e_tag, &now)
-                && crate::lease::same_etag(expected, now)
-                && !self.headers.unquoted()
+                && let Some(expected) = version.e_tag.as_deref()
+                && let PutMode::Update(sent) = self.in_store_form(mode.clone())
+                && sent.e_tag.as_deref() == Some(expected)
                 && crate::lease::bare_etag(expected) != expected
             {
                 let unquoted = PutOptions {
@@ -441,22 +506,21 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
                         e_tag: Some(crate::lease::bare_etag(expected).to_owned()),
                         version: version.version.clone(),
                     }),
-                    ..opts
+                    ..opts.clone()
                 };
-                if let Ok(result) = self.inner.put_opts(location, payload, unquoted).await {
-                    tracing::info!(
-                        store = %self.inner,
-                        "the store honours If-Match only with the ETag unquoted: updates name it so"
-                    );
-                    self.headers.use_unquoted();
+                if let Ok(result) = self.inner.put_opts(location, payload.clone(), unquoted).await {
                     return Ok(result);
                 }
             }
+            self.probed.forget();
+            if let Ok(probe) = self.probed_now().await
+                && !probe.accepts(header)
+                && self.give_up_header(header)
+            {
+                return self.inner.put_opts(location, payload, opts).await;
+            }
         }
-        // Not `AlreadyExists`: a caller must not read this as a version taken by a rival
-        // in the protocol and commit the same change again elsewhere (an earlier attempt
-        // of ours may have landed and been replaced).
-        Err($os::Error::Generic {
+        Err(E::Generic {
             store: STORE,
             source: format!(
                 "{location}: the store refused the write made under the lease (a writer \
@@ -486,14 +550,21 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
         &self,
         from: &Path,
         to: &Path,
+        copy: CopyOptions,
         rename: Option<RenameOptions>,
     ) -> Result<()> {
         use $os::Error as E;
-        let send = |target_mode: RenameTargetMode| {
-            let rename = rename.clone();
+        // The caller's options, with only the target mode changed.
+        let send = |if_absent: bool| {
+            let (copy, rename) = (copy.clone(), rename.clone());
             async move {
                 match rename {
                     Some(options) => {
+                        let target_mode = if if_absent {
+                            RenameTargetMode::Create
+                        } else {
+                            RenameTargetMode::Overwrite
+                        };
                         let options = RenameOptions {
                             target_mode,
                             ..options
@@ -501,21 +572,22 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
                         self.inner.rename_opts(from, to, options).await
                     }
                     None => {
-                        let mode = match target_mode {
-                            RenameTargetMode::Create => CopyMode::Create,
-                            _ => CopyMode::Overwrite,
+                        let mode = if if_absent {
+                            CopyMode::Create
+                        } else {
+                            CopyMode::Overwrite
                         };
                         self.inner
-                            .copy_opts(from, to, CopyOptions::new().with_mode(mode))
+                            .copy_opts(from, to, CopyOptions { mode, ..copy })
                             .await
                     }
                 }
             }
         };
         if !self.carries(Header::CopyIfAbsent) {
-            return send(RenameTargetMode::Overwrite).await;
+            return send(false).await;
         }
-        match send(RenameTargetMode::Create).await {
+        match send(true).await {
             Err(E::AlreadyExists { .. }) => {
                 if let (Ok(source), Ok(target)) =
                     (self.inner.head(from).await, self.inner.head(to).await)
@@ -541,9 +613,8 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
                     .into(),
                 })
             }
-            Err(e) if Self::refuses_header(&e) => {
-                self.refused(Header::CopyIfAbsent);
-                send(RenameTargetMode::Overwrite).await
+            Err(e) if Self::refuses_header(&e) && self.give_up_header(Header::CopyIfAbsent) => {
+                send(false).await
             }
             other => other,
         }
@@ -1052,7 +1123,7 @@ impl<T: ObjectStore + ?Sized> ObjectStore for CommitStore<T> {
                 if self.native().await? {
                     return self.inner.copy_opts(from, to, options).await;
                 }
-                let write = || self.copy_under_lease(from, to, None);
+                let write = || self.copy_under_lease(from, to, options, None);
                 let check = || self.check_copy_target(from, to);
                 self.guarded(to, CREATE_ETAG, check, None, write).await
             }
@@ -1077,7 +1148,7 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
                 if self.native().await? {
                     return self.inner.rename_opts(from, to, options).await;
                 }
-                let write = || self.copy_under_lease(from, to, Some(options));
+                let write = || self.copy_under_lease(from, to, CopyOptions::new(), Some(options));
                 let check = || self.check_copy_target(from, to);
                 self.guarded(to, CREATE_ETAG, check, None, write).await
             }

@@ -241,8 +241,8 @@ impl LeaseTable for NodeTable {
         }
         let p = &self.world.profile;
         let (to, back) = (
-            self.world.delay(p.table_slow, T / 3),
-            self.world.delay(p.table_slow, T / 3),
+            self.world.delay(p.table_slow, p.table_slow_max),
+            self.world.delay(p.table_slow, p.table_slow_max),
         );
         if self.link_down() {
             tokio::time::sleep(to).await;
@@ -299,8 +299,8 @@ impl LeaseTable for NodeTable {
     async fn get(&self, path: &str, etag: &str) -> Result<Option<LeaseRecord>, TableError> {
         let p = &self.world.profile;
         let (to, back) = (
-            self.world.delay(p.table_slow, T / 3),
-            self.world.delay(p.table_slow, T / 3),
+            self.world.delay(p.table_slow, p.table_slow_max),
+            self.world.delay(p.table_slow, p.table_slow_max),
         );
         tokio::time::sleep(to).await;
         if self.link_down() || self.world.chance(p.table_read_failed) {

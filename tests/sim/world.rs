@@ -53,8 +53,11 @@ pub struct Profile {
     pub table_failed: f64,
     /// Table read failed.
     pub table_read_failed: f64,
-    /// A table request slow (up to T/3 each way) instead of a few milliseconds.
+    /// A table request slow (up to `table_slow_max` each way) instead of a few
+    /// milliseconds.
     pub table_slow: f64,
+    /// How slow a slow table request is at most, each way (T/3 in the mixed profile).
+    pub table_slow_max: Duration,
     /// A node's link to the table goes down for 0.5 to 2 T at the start of an operation.
     pub table_outage: f64,
     /// TTL deletes expired records.
@@ -119,6 +122,7 @@ impl Profile {
             table_failed: 0.02,
             table_read_failed: 0.02,
             table_slow: 0.05,
+            table_slow_max: T / 3,
             table_outage: 0.03,
             ttl_deletes: true,
             store_slow_write: 0.1,

@@ -160,7 +160,14 @@ pub async fn run(
     let records: Vec<LeaseRecord> = match &command {
         LeaseCommand::Break {
             etag: Some(etag), ..
-        } => records.into_iter().filter(|r| &r.etag == etag).collect(),
+        } => {
+            // Lease keys name an ETag quoted; one typed bare or weak names it too.
+            let bare = |e: &str| e.trim_start_matches("W/").trim_matches('"').to_owned();
+            records
+                .into_iter()
+                .filter(|r| r.etag == *etag || bare(&r.etag) == bare(etag))
+                .collect()
+        }
         _ => records,
     };
     let LeaseCommand::Break { path, force, .. } = command else {
