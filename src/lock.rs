@@ -101,7 +101,8 @@ impl LockClient {
 
     /// Locks through `leases` (its table, settings and clock), which are switched to
     /// [fencing-token records](LeaseManager::for_fencing_tokens): no TTL, and first
-    /// generations from the wall clock, so tokens never repeat or go back.
+    /// generations from the wall clock, so tokens never repeat or go back within the table
+    /// (`docs/lock.md` says what a restored or replicated table does to them).
     pub fn with_leases(leases: LeaseManager) -> Self {
         Self {
             leases: leases.for_fencing_tokens(),

@@ -523,14 +523,14 @@ fn catches_commit_leases_from_zero_beside_an_object_store_0_12_5_writer() {
 
 /// The beside-check window (`LeaseConfig::beside_check_window`) taken out: the check sent
 /// beside a fresh acquisition is trusted however late the PutItem applied. Table requests
-/// up to 4 leases on their way, so that a whole commit by another writer, and TTL's
+/// up to 8 leases on their way, so that a whole commit by another writer, and TTL's
 /// deletion of its record (6 leases after its last write), fit between the check's read
 /// and the PutItem.
 #[test]
 fn catches_a_beside_check_trusted_however_late_the_acquisition() {
     let profile = Profile {
         table_slow: 0.3,
-        table_slow_max: T * 4,
+        table_slow_max: T * 8,
         long_think: 0.3,
         ..Profile::mixed().leases_alone()
     };
@@ -539,6 +539,26 @@ fn catches_a_beside_check_trusted_however_late_the_acquisition() {
         Scenario::Commits,
         profile,
         3_000,
+    );
+}
+
+#[test]
+fn catches_a_queue_refusal_behind_a_success_sent_before_the_task_joined() {
+    // Three tasks a node: a task refused behind a sibling's success whose write was sent
+    // before the task joined may be refused though the object was, throughout its call,
+    // as it expected (deleted since, by another node or the outside deleter). Answers
+    // slow on their way back (30% of them) open the window: the write landed, the object
+    // deleted, the task joined, all before the sibling's answer came.
+    let profile = Profile {
+        tasks_per_node: 3,
+        store_slow_answer: 0.3,
+        ..Profile::mixed()
+    };
+    catches(
+        PlantedBug::QueueTrustsAnEarlierSuccess,
+        Scenario::Commits,
+        profile,
+        2_000,
     );
 }
 

@@ -43,12 +43,18 @@ pub enum PlantedBug {
     /// takes a record created afresh after TTL deleted the one it waited on.
     CommitLeasesFromZero,
     /// Creates keep their lease until a delete through the store, as the default was:
-    /// after a delete by anyone else the next creator waits `timeout x skew`.
+    /// after a delete by anyone else the next creator waits `timeout x skew`. (Planted by
+    /// `with_planted_bug` itself, which switches the keeping on: no check names it.)
+    #[cfg_attr(not(feature = "planted-bugs"), allow(dead_code))]
     KeepCreateLeasesByDefault,
     /// The check sent beside a fresh acquisition is trusted however late its PutItem was
     /// answered: a whole commit by another writer, and TTL's deletion of its record, can
     /// fit between the check's read and the PutItem.
     BesideCheckTrustedAnyTime,
+    /// A task queued behind a success fails without a request even when that success's
+    /// write was sent before the task joined the queue (it may have landed before the
+    /// task came, and the object changed since).
+    QueueTrustsAnEarlierSuccess,
 }
 
 /// The set of planted bugs of one lease manager: empty in production.

@@ -7,6 +7,7 @@
 //!   their caller gave up (the answer comes first), answered twice (a retry that meets its
 //!   own first attempt), or failed; table reads stalled or failed;
 //! - object writes delayed in flight (landing even when their caller has dropped them),
+//!   their answers slow on the way back,
 //!   applied with their answer lost, or answered with a definite error by a retry while an
 //!   earlier attempt still lingers; HEADs and GETs stalled with a stale answer;
 //! - DynamoDB's TTL deleting expired records at random times after expiry;

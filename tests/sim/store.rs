@@ -339,7 +339,7 @@ impl StoreLink {
         let world = &store.world;
         let p = &world.profile;
         let to = world.delay(p.store_slow_write, T * 3 / 2);
-        let back = world.delay(0.0, T);
+        let back = world.delay(p.store_slow_answer, T);
         let lost = world.chance(p.store_lost_answer);
         let (answer, answered) = tokio::sync::oneshot::channel();
         tokio::spawn(async move {
@@ -390,7 +390,7 @@ impl ObjectStore for StoreLink {
         let world = &store.world;
         let p = &world.profile;
         let to = world.delay(p.store_slow_write, T * 3 / 2);
-        let back = world.delay(0.0, T);
+        let back = world.delay(p.store_slow_answer, T);
         let fate = store.fate();
         let body = Bytes::from(payload);
         let location = location.clone();

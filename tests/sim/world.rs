@@ -64,6 +64,8 @@ pub struct Profile {
     pub ttl_deletes: bool,
     /// Object write slow in flight (up to 1.5 T), landing even if dropped.
     pub store_slow_write: f64,
+    /// Object write (or delete) applied, its answer slow on the way back (up to T).
+    pub store_slow_answer: f64,
     /// Object write applied, answer lost (a timeout: `Generic`).
     pub store_lost_answer: f64,
     /// Object write not applied (`Generic`).
@@ -126,6 +128,7 @@ impl Profile {
             table_outage: 0.03,
             ttl_deletes: true,
             store_slow_write: 0.1,
+            store_slow_answer: 0.05,
             store_lost_answer: 0.02,
             store_failed: 0.02,
             store_known_error_after_retry: 0.03,
@@ -163,6 +166,7 @@ impl Profile {
             table_slow: 0.0,
             table_outage: 0.0,
             store_slow_write: 0.0,
+            store_slow_answer: 0.0,
             store_lost_answer: 0.0,
             store_failed: 0.0,
             store_known_error_after_retry: 0.0,
