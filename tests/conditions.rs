@@ -331,6 +331,37 @@ async fn a_store_refusing_every_if_match_still_takes_leased_updates() {
     assert!(left.is_empty(), "the probe left {left:?}");
 }
 
+#[tokio::test]
+async fn a_create_refused_while_its_object_is_absent_is_sent_again_conditionally() {
+    // AWS answers a create racing a delete of its key with 409, nothing written: the
+    // object is absent afterwards, so the leased create goes once more, still carrying
+    // `If-None-Match`, and succeeds; no probe runs and nothing goes plain.
+    let memory: Arc<dyn ObjectStore> = Arc::new(InMemory::new());
+    let armed = Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let inner: Arc<dyn ObjectStore> = Arc::new(ScriptedStore::refusing_next_create(
+        memory.clone(),
+        armed.clone(),
+    ));
+    let store = CommitStore::new(inner, common::memory_leases());
+    let path = Path::from("lock/leader");
+    store
+        .put_opts(&path, "ours".into(), PutMode::Create.into())
+        .await
+        .unwrap();
+    assert!(
+        !armed.load(std::sync::atomic::Ordering::SeqCst),
+        "the refusal never came"
+    );
+    let stored = memory.get(&path).await.unwrap().bytes().await.unwrap();
+    assert_eq!(stored.as_ref(), b"ours");
+    let probed: Vec<_> = memory
+        .list(Some(&Path::from(".dynacommit-probe")))
+        .try_collect()
+        .await
+        .unwrap();
+    assert!(probed.is_empty() && store.enforced().await.is_ok());
+}
+
 /// Credentials that may write under one prefix only (an IAM policy for one table): the
 /// probe at the store's root is refused, and names the path; under the probe path it
 /// runs, and leaves nothing behind.

@@ -13,20 +13,19 @@
 pub enum Conditions {
     /// Every conditional write takes a lease (the protocol of `docs/protocol.md`). The
     /// default, and the only mode that is safe while object_store 0.12.5 writers (whose
-    /// data writes are plain PUTs) share the paths. The data write under the lease is
-    /// plain, as 0.12.5's: without a probe nothing is known of how the store answers the
-    /// condition headers.
+    /// data writes are plain PUTs) share the paths. The write under the lease carries its
+    /// condition, as in every mode, unless the store refuses the header: on a store that
+    /// enforces conditions, writers with and without leases then exclude each other.
     #[default]
     Lease,
     /// Conditional writes go straight to the inner store, which must enforce them
     /// (`If-None-Match`, `If-Match`, copy-if-not-exists): one request, no lease table.
     /// Safe only if every writer of the paths uses conditions the store enforces.
     Native,
-    /// Probe the inner store once (see [`Enforced`]): native if it enforces every
-    /// condition, else leases for everything (a native create and a leased copy to one
-    /// path would not exclude each other), the puts under a lease carrying the conditions
-    /// the store was found to enforce, so a writer outside the protocol cannot overwrite a
-    /// commit. Same fleet rule as [`Native`](Self::Native) when it goes native.
+    /// Probe the inner store (see [`Enforced`]; again every ten minutes): native if it
+    /// enforces every condition, else leases for everything (a native create and a copy
+    /// leased where the client cannot send copy-if-not-exists would not exclude each
+    /// other). Same fleet rule as [`Native`](Self::Native) when it goes native.
     Auto,
 }
 

@@ -23,6 +23,9 @@ pub(crate) const REFUSAL_KEPT: Duration = Duration::from_secs(600);
 /// that a store whose enforcement changes under a running process is noticed.
 pub(crate) const PROBE_KEPT: Duration = Duration::from_secs(600);
 
+/// How long findings that a failed re-probe left standing are used before the next try.
+pub(crate) const PROBE_RETRY: Duration = Duration::from_secs(30);
+
 /// A condition header.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Header {
@@ -82,11 +85,18 @@ impl Headers {
         self.state().refused_at[header.index()] = Some(Instant::now());
     }
 
-    /// Takes what a probe found of the form of `If-Match`. (Refusals are learnt from the
-    /// answers to leased writes alone: a probe's refusal may be a fault's, and a header
-    /// wrongly left off a leased write could land it on a native writer's commit.)
+    /// Takes what a probe found: the form of `If-Match`, and every header it found
+    /// accepted carried again at once. (A probe's refusal alone is not taken: it may be a
+    /// fault's, and a header wrongly left off a leased write could land it on a native
+    /// writer's commit. Refusals are learnt from a write's answer, confirmed by a probe.)
     pub(crate) fn learn(&self, probe: &Probe) {
-        self.state().unquoted = probe.unquoted;
+        let mut state = self.state();
+        state.unquoted = probe.unquoted;
+        for header in [Header::IfNoneMatch, Header::IfMatch, Header::CopyIfAbsent] {
+            if probe.accepts(header) {
+                state.refused_at[header.index()] = None;
+            }
+        }
     }
 
     /// Whether `If-Match` names ETags without their quotes.
@@ -172,6 +182,14 @@ impl Probed {
         if found.epoch == epoch {
             found.last = Some((probe, started));
         }
+    }
+
+    /// A re-probe failed and `probe`'s findings stand: dated so that the next try comes
+    /// after [`PROBE_RETRY`], not at every conditional write.
+    pub(crate) fn retry_later(&self, probe: Probe) {
+        let now = Instant::now();
+        let dated = now.checked_sub(PROBE_KEPT - PROBE_RETRY).unwrap_or(now);
+        self.found().last = Some((probe, dated));
     }
 
     /// An answer contradicted the findings: the next conditional write probes again.

@@ -53,8 +53,9 @@ const STORE: &str = "dynacommit";
 ///
 /// `put_opts` with [`PutMode::Create`] or [`PutMode::Update`], `copy_opts` with
 /// [`CopyMode::Create`] and `rename_opts` with [`RenameTargetMode::Create`] take a lease on
-/// (path, expected ETag) first, check the precondition, and then do a plain write on the
-/// inner store; every other call goes straight through, untouched.
+/// (path, expected ETag) first, check the precondition, and then write to the inner
+/// store, the condition carried unless the store refuses its header; every other call
+/// goes straight through, untouched.
 ///
 /// Safe only if every writer of a path makes its conditional writes through the same lease
 /// table (this wrapper, or object_store 0.12's `DynamoCommit` on the same DynamoDB table),
@@ -160,9 +161,10 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
     /// remembered for ten minutes, then probed again (a store upgraded or reconfigured
     /// under a running process is noticed; so is an answer that contradicts the last
     /// probe, which forgets it): what [`Conditions::Auto`] decides by, and worth logging at
-    /// start-up. A failed probe is an error and is tried again next time; a store that
-    /// refuses a header (answers it with 400, 403, 412 or 501 where the plain write
-    /// succeeds) does not enforce it.
+    /// start-up. A failed first probe is an error and is tried again next time (a failed
+    /// re-probe leaves the last findings standing); a store that refuses a header
+    /// (answers it with 400, 403, 405, 412 or 501 where the plain write succeeds) does
+    /// not enforce it.
     ///
     /// ```
     /// # async fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -200,6 +202,7 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
             Err(e) => match self.probed.stale() {
                 Some(last) => {
                     tracing::warn!(store = %self.inner, error = %e, "probing the store again failed: its last findings stand");
+                    self.probed.retry_later(last);
                     Ok(last)
                 }
                 None => Err(e),
@@ -225,19 +228,6 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
     /// a plain client's); on one that ignores it, it costs nothing.
     fn carries(&self, header: Header) -> bool {
         !self.leases.planted(PlantedBug::PlainWriteUnderLease) && self.headers.carries(header)
-    }
-
-    /// Whether an answer refusing `header` (nothing written) may send the leased write
-    /// plain: unless the probe lately found the store accepting the header, which the
-    /// answer then contradicts (the findings are forgotten, and the write fails). If it
-    /// may, leased writes go without the header for a while.
-    fn give_up_header(&self, header: Header) -> bool {
-        if self.probed.fresh().is_some_and(|probe| probe.accepts(header)) {
-            self.probed.forget();
-            return false;
-        }
-        self.headers.refused(header);
-        true
     }
 
     /// `mode` as the store takes it: `If-Match` names the ETag unquoted where the store
@@ -316,10 +306,22 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
                             Err(E::AlreadyExists { .. })
                         ),
                     ),
-                    Err(e) if refusal(&e) => {
-                        self.inner.put(&object, body()).await?;
-                        (false, false)
-                    }
+                    // Refused on a fresh key, unless the object is there after all: a first
+                    // attempt that landed and was answered 5xx, then refused on the
+                    // client's retry, or a 409 answering a race.
+                    Err(e) if refusal(&e) => match self.inner.head(&object).await {
+                        Ok(_) => (
+                            true,
+                            matches!(
+                                self.inner.put_opts(&object, body(), PutMode::Create.into()).await,
+                                Err(E::AlreadyExists { .. })
+                            ),
+                        ),
+                        Err(_) => {
+                            self.inner.put(&object, body()).await?;
+                            (false, false)
+                        }
+                    },
                     Err(e) => return Err(e),
                 };
             // Update: one naming the object's own version must be applied (a store
@@ -444,8 +446,12 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
             Err(E::AlreadyExists { .. } | E::Precondition { .. }) => {
                 self.after_refusal(location, payload, opts, mode, header).await
             }
-            Err(e) if Self::refuses_header(&e) && self.give_up_header(header) => {
-                self.inner.put_opts(location, payload, opts).await
+            Err(e) if Self::refuses_header(&e) => {
+                if self.header_refused(header, &e).await {
+                    self.inner.put_opts(location, payload, opts).await
+                } else {
+                    Err(e)
+                }
             }
             other => other,
         }
@@ -454,16 +460,18 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
     /// A leased put carrying `mode` was refused. Under our lease no protocol writer
     /// touches the path, so the refusal is an earlier attempt of this very write (the
     /// client retried after an answer was lost), a writer without a lease (a native one,
-    /// a plain client), or a store that answers the header wrongly (for an update, one
-    /// that honours `If-Match` only with the ETag unquoted): the object tells which.
+    /// a plain client), a race the store answers so (AWS answers a create racing a delete
+    /// of the key with 409), or a store that answers the header wrongly (for an update,
+    /// one that honours `If-Match` only with the ETag unquoted): the object tells which.
     ///
     /// - Our bytes: our success.
     /// - The condition still holding (a create's object absent, an update's at the ETag
-    ///   named): an update goes once more with the ETag unquoted, if it was sent quoted
-    ///   (DigitalOcean Spaces); otherwise, or if that is refused too, a probe on a fresh
-    ///   key settles whether the store refuses the header (403 or 412 to every
-    ///   conditional write), and if it does, the write goes plain. (Going plain on the
-    ///   refusal alone would be unsafe: a native writer's object may have come and gone.)
+    ///   named): the write goes once more, still conditional (an update sent quoted goes
+    ///   unquoted, for DigitalOcean Spaces), which is always safe. Refused again with the
+    ///   condition still holding, a probe on a fresh key settles whether the store
+    ///   refuses the header (403 or 412 to every conditional write); if it does, and the
+    ///   condition still holds, this one write goes plain. Only this one: the next carry
+    ///   the header again, so a probe misled by a fault costs at most one plain write.
     /// - Anything else: an error marked as possibly applied, not `AlreadyExists`: a caller
     ///   must not read it as a version taken by a rival in the protocol and commit the same
     ///   change again elsewhere (an earlier attempt of ours may have landed and been
@@ -477,50 +485,7 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
         header: Header,
     ) -> Result<PutResult> {
         use $os::Error as E;
-        let holds_still = match self.inner.get(location).await {
-            Ok(found) => {
-                let now = found.meta.e_tag.clone();
-                if let Some(result) = Self::holds(found, &payload).await {
-                    return Ok(result);
-                }
-                match (&mode, &now) {
-                    (PutMode::Update(version), Some(now)) => version
-                        .e_tag
-                        .as_deref()
-                        .is_some_and(|expected| crate::lease::same_etag(expected, now)),
-                    _ => false,
-                }
-            }
-            Err(E::NotFound { .. }) => matches!(mode, PutMode::Create),
-            Err(_) => false,
-        };
-        if holds_still {
-            if let PutMode::Update(version) = &mode
-                && let Some(expected) = version.e_tag.as_deref()
-                && let PutMode::Update(sent) = self.in_store_form(mode.clone())
-                && sent.e_tag.as_deref() == Some(expected)
-                && crate::lease::bare_etag(expected) != expected
-            {
-                let unquoted = PutOptions {
-                    mode: PutMode::Update($os::UpdateVersion {
-                        e_tag: Some(crate::lease::bare_etag(expected).to_owned()),
-                        version: version.version.clone(),
-                    }),
-                    ..opts.clone()
-                };
-                if let Ok(result) = self.inner.put_opts(location, payload.clone(), unquoted).await {
-                    return Ok(result);
-                }
-            }
-            self.probed.forget();
-            if let Ok(probe) = self.probed_now().await
-                && !probe.accepts(header)
-                && self.give_up_header(header)
-            {
-                return self.inner.put_opts(location, payload, opts).await;
-            }
-        }
-        Err(E::Generic {
+        let refused = || E::Generic {
             store: STORE,
             source: format!(
                 "{location}: the store refused the write made under the lease (a writer \
@@ -528,7 +493,102 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
                  object, or an earlier attempt of this write landed and was since replaced)"
             )
             .into(),
-        })
+        };
+        let mut sent = self.in_store_form(mode.clone());
+        for resent in [false, true] {
+            match self.refused_over(location, &payload, &mode).await {
+                Refused::Ours(result) => return Ok(result),
+                Refused::Elsewhere => return Err(refused()),
+                Refused::ConditionHolds if resent => break,
+                Refused::ConditionHolds => {}
+            }
+            let again = match &sent {
+                PutMode::Update(version) => PutMode::Update($os::UpdateVersion {
+                    e_tag: version
+                        .e_tag
+                        .as_deref()
+                        .map(|e| crate::lease::bare_etag(e).to_owned()),
+                    version: version.version.clone(),
+                }),
+                other => other.clone(),
+            };
+            let conditional = PutOptions {
+                mode: again.clone(),
+                ..opts.clone()
+            };
+            match self.inner.put_opts(location, payload.clone(), conditional).await {
+                Err(E::AlreadyExists { .. } | E::Precondition { .. }) => sent = again,
+                // A success, or a failure that may have applied: the caller marks it.
+                other => return other,
+            }
+        }
+        self.probed.forget();
+        if let Ok(probe) = self.probed_now().await
+            && !probe.accepts(header)
+            && matches!(
+                self.refused_over(location, &payload, &mode).await,
+                Refused::ConditionHolds
+            )
+        {
+            tracing::warn!(
+                store = %self.inner,
+                %location,
+                ?header,
+                "the store refuses the condition header though its condition holds: this \
+                 write goes plain under the lease"
+            );
+            return self.inner.put_opts(location, payload, opts).await;
+        }
+        Err(refused())
+    }
+
+    /// What a refused leased put `mode` of `payload` at `location` finds there now.
+    async fn refused_over(&self, location: &Path, payload: &PutPayload, mode: &PutMode) -> Refused {
+        match self.inner.get(location).await {
+            Ok(found) => {
+                let now = found.meta.e_tag.clone();
+                if let Some(result) = Self::holds(found, payload).await {
+                    return Refused::Ours(result);
+                }
+                match (mode, &now) {
+                    (PutMode::Update(version), Some(now))
+                        if version
+                            .e_tag
+                            .as_deref()
+                            .is_some_and(|expected| crate::lease::same_etag(expected, now)) =>
+                    {
+                        Refused::ConditionHolds
+                    }
+                    _ => Refused::Elsewhere,
+                }
+            }
+            Err($os::Error::NotFound { .. }) if matches!(mode, PutMode::Create) => {
+                Refused::ConditionHolds
+            }
+            Err(_) => Refused::Elsewhere,
+        }
+    }
+
+    /// Whether a leased write whose header `e` refused (nothing written) may go plain. A
+    /// refusal by the client itself (it cannot send the header: object_store's
+    /// `S3ConditionalPut::Disabled`, a local directory's updates) is final, and
+    /// remembered for a while. A store's 501 counts only once a probe on a fresh key finds
+    /// the store refusing the header (a 501 may answer another option of the write); it is
+    /// then remembered too.
+    async fn header_refused(&self, header: Header, e: &$os::Error) -> bool {
+        use $os::Error as E;
+        if matches!(e, E::NotImplemented { .. } | E::NotSupported { .. }) {
+            self.headers.refused(header);
+            return true;
+        }
+        self.probed.forget();
+        match self.probed_now().await {
+            Ok(probe) if !probe.accepts(header) => {
+                self.headers.refused(header);
+                true
+            }
+            _ => false,
+        }
     }
 
     /// `found` as a `PutResult`, if it holds exactly `payload`.
@@ -613,8 +673,12 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
                     .into(),
                 })
             }
-            Err(e) if Self::refuses_header(&e) && self.give_up_header(Header::CopyIfAbsent) => {
-                send(false).await
+            Err(e) if Self::refuses_header(&e) => {
+                if self.header_refused(Header::CopyIfAbsent, &e).await {
+                    send(false).await
+                } else {
+                    Err(e)
+                }
             }
             other => other,
         }
@@ -916,6 +980,17 @@ pub fn may_have_applied(error: &$os::Error) -> bool {
 /// The ETag a put left.
 fn etag_of(put: &$os::PutResult) -> Option<String> {
     put.e_tag.clone()
+}
+
+/// What a refused leased put finds at its path.
+enum Refused {
+    /// Our bytes: an earlier attempt of ours landed.
+    Ours(PutResult),
+    /// The object as the write's condition needs it (absent for a create, at the ETag
+    /// named for an update).
+    ConditionHolds,
+    /// Anything else: another writer's object.
+    Elsewhere,
 }
 
 /// The error of a conditional write that waited for the lease behind another write of

@@ -153,6 +153,9 @@ pub struct ScriptedStore {
     /// Every `PutMode::Update` refused with `Precondition`, whatever its ETag (a store
     /// that answers every `If-Match` with 412).
     pub refuse_every_update: bool,
+    /// When set, the next conditional create is refused with `AlreadyExists` and not
+    /// applied (AWS's 409 for a create racing a delete of its key).
+    pub refuse_next_create: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl ScriptedStore {
@@ -168,6 +171,18 @@ impl ScriptedStore {
             write_before_next_put: Arc::default(),
             writes_only_under: None,
             refuse_every_update: false,
+            refuse_next_create: Arc::default(),
+        }
+    }
+
+    /// `inner`, with the next conditional create refused once when `armed` is set.
+    pub fn refusing_next_create(
+        inner: Arc<dyn ObjectStore>,
+        armed: Arc<std::sync::atomic::AtomicBool>,
+    ) -> Self {
+        Self {
+            refuse_next_create: armed,
+            ..Self::plain(inner)
         }
     }
 
@@ -351,6 +366,17 @@ impl ObjectStore for ScriptedStore {
     ) -> Result<PutResult> {
         self.count();
         self.may_write(location)?;
+        if matches!(opts.mode, PutMode::Create)
+            && self
+                .refuse_next_create
+                .swap(false, std::sync::atomic::Ordering::SeqCst)
+        {
+            return Err(object_store::Error::AlreadyExists {
+                path: location.to_string(),
+                source: "409 ConditionalRequestConflict: a conflicting operation is in progress"
+                    .into(),
+            });
+        }
         if self.refuse_every_update && matches!(opts.mode, PutMode::Update(_)) {
             return Err(object_store::Error::Precondition {
                 path: location.to_string(),
