@@ -188,8 +188,15 @@ async fn a_create_under_a_lease_carries_its_condition() {
     // that enforces the condition, the write under the lease is refused, not laid over it,
     // and the refusal is not an `AlreadyExists` (which a caller would take for a rival's
     // version and commit the same change again under another).
+    an_outsider_between_check_and_write_is_refused(Conditions::Auto).await;
+}
+
+/// In `conditions` mode, a plain write by an outsider lands between a leased create's
+/// check and its write: the leased write is refused with a Generic error marked as
+/// possibly applied, and the outsider's object stands.
+async fn an_outsider_between_check_and_write_is_refused(conditions: Conditions) {
     let armed = Arc::new(Mutex::new(None));
-    let (store, local, _dir) = with_a_write_before_the_put(armed.clone(), Conditions::Auto).await;
+    let (store, local, _dir) = with_a_write_before_the_put(armed.clone(), conditions).await;
     let path = Path::from("log/0.json");
     *armed.lock().unwrap() = Some(Bytes::from_static(b"outsider"));
     let refused = store
@@ -231,20 +238,7 @@ async fn in_lease_mode_too_the_write_under_the_lease_carries_its_condition() {
     // plain client) that slips in between the check and the write is refused, not
     // overwritten. (Written plain, as object_store 0.12.5 writes, the outsider's commit
     // would be lost: the simulator's `catches_a_plain_write_under_a_lease_beside_native_writers`.)
-    let armed = Arc::new(Mutex::new(None));
-    let (store, local, _dir) = with_a_write_before_the_put(armed.clone(), Conditions::Lease).await;
-    let path = Path::from("log/0.json");
-    *armed.lock().unwrap() = Some(Bytes::from_static(b"outsider"));
-    let refused = store
-        .put_opts(&path, "ours".into(), PutMode::Create.into())
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(refused, object_store::Error::Generic { .. }),
-        "{refused:?}"
-    );
-    let stored = local.get(&path).await.unwrap().bytes().await.unwrap();
-    assert_eq!(stored.as_ref(), b"outsider");
+    an_outsider_between_check_and_write_is_refused(Conditions::Lease).await;
 }
 
 #[tokio::test]
@@ -256,6 +250,12 @@ async fn a_store_that_refuses_a_header_gets_the_write_plain_under_the_lease() {
     let local: Arc<dyn ObjectStore> =
         Arc::new(object_store::local::LocalFileSystem::new_with_prefix(dir.path()).unwrap());
     let store = CommitStore::new(local.clone(), common::memory_leases());
+    swaps_with_a_stale_one_refused(&store, &*local).await;
+}
+
+/// Through `store`: a pointer created, swapped twice (v1 -> v2 -> v3), and a swap naming
+/// the replaced v2 refused; `inner` holds v3 at the end.
+async fn swaps_with_a_stale_one_refused(store: &CommitStore, inner: &dyn ObjectStore) {
     let path = Path::from("pointer");
     let first = store
         .put_opts(&path, "v1".into(), PutMode::Create.into())
@@ -281,7 +281,7 @@ async fn a_store_that_refuses_a_header_gets_the_write_plain_under_the_lease() {
         matches!(stale, object_store::Error::Precondition { .. }),
         "{stale:?}"
     );
-    let stored = local.get(&path).await.unwrap().bytes().await.unwrap();
+    let stored = inner.get(&path).await.unwrap().bytes().await.unwrap();
     assert_eq!(stored.as_ref(), b"v3");
 }
 
@@ -296,33 +296,7 @@ async fn a_store_refusing_every_if_match_still_takes_leased_updates() {
     let refusing: Arc<dyn ObjectStore> =
         Arc::new(ScriptedStore::refusing_every_update(memory.clone()));
     let store = CommitStore::new(refusing, common::memory_leases());
-    let path = Path::from("pointer");
-    let first = store
-        .put_opts(&path, "v1".into(), PutMode::Create.into())
-        .await
-        .unwrap();
-    let second = store
-        .put_opts(
-            &path,
-            "v2".into(),
-            PutMode::Update(first.clone().into()).into(),
-        )
-        .await
-        .unwrap();
-    let stale = store
-        .put_opts(&path, "v3".into(), PutMode::Update(first.into()).into())
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(stale, object_store::Error::Precondition { .. }),
-        "{stale:?}"
-    );
-    store
-        .put_opts(&path, "v3".into(), PutMode::Update(second.into()).into())
-        .await
-        .unwrap();
-    let stored = memory.get(&path).await.unwrap().bytes().await.unwrap();
-    assert_eq!(stored.as_ref(), b"v3");
+    swaps_with_a_stale_one_refused(&store, &*memory).await;
     let left: Vec<_> = memory
         .list(Some(&Path::from(".dynacommit-probe")))
         .try_collect()

@@ -264,9 +264,7 @@ fn locks_keep_every_invariant(share: u64) {
 fn an_object_store_0_12_5_writer_beside_ours_keeps_every_invariant() {
     let profile = Profile {
         old_writer: 1.0,
-        crash: 0.3,
-        long_think: 0.3,
-        ..Profile::mixed().leases_alone()
+        ..records_left_to_expire(Profile::mixed().leases_alone())
     };
     keeps_every_invariant_under(Scenario::Commits, share_of_seeds(1_000, 1, 0), &profile);
 }
@@ -278,6 +276,16 @@ fn an_object_store_0_12_5_writer_beside_ours_keeps_every_invariant() {
 fn no_create_waits_for_an_expiry_with_nothing_to_wait_out() {
     let seeds = share_of_seeds(2_000, 1, 0);
     keeps_every_invariant_under(Scenario::Commits, seeds, &Profile::quiet());
+}
+
+/// `base` with holders that crash (their records left to expire) and paths left alone
+/// until TTL deletes their records: 30% each.
+fn records_left_to_expire(base: Profile) -> Profile {
+    Profile {
+        crash: 0.3,
+        long_think: 0.3,
+        ..base
+    }
 }
 
 /// One test per share of a run: `name => (function, share)`.
@@ -485,10 +493,8 @@ fn catches_a_reclaim_on_the_generation_alone_over_leases_from_zero() {
     // never repeats its generation). With both taken out, a waiter reclaims a fresh
     // holder's live lease.
     let profile = Profile {
-        crash: 0.3,
-        long_think: 0.3,
         table_read_failed: 0.3,
-        ..Profile::mixed().leases_alone()
+        ..records_left_to_expire(Profile::mixed().leases_alone())
     };
     catches_all(
         &[
@@ -509,9 +515,7 @@ fn catches_commit_leases_from_zero_beside_an_object_store_0_12_5_writer() {
     // alone until TTL deletes them.
     let profile = Profile {
         old_writer: 1.0,
-        crash: 0.3,
-        long_think: 0.3,
-        ..Profile::mixed().leases_alone()
+        ..records_left_to_expire(Profile::mixed().leases_alone())
     };
     catches(
         PlantedBug::CommitLeasesFromZero,

@@ -32,6 +32,19 @@ enum Kind {
     Update(String),
 }
 
+impl Kind {
+    /// The put mode that asks for it.
+    fn mode(&self) -> PutMode {
+        match self {
+            Kind::Create => PutMode::Create,
+            Kind::Update(etag) => PutMode::Update(UpdateVersion {
+                e_tag: Some(etag.clone()),
+                version: None,
+            }),
+        }
+    }
+}
+
 #[derive(Debug)]
 struct Op {
     kind: Kind,
@@ -223,13 +236,7 @@ impl Node<'_> {
                 Err(object_store::Error::NotFound { .. }) => Kind::Create,
                 Err(_) => continue,
             };
-            let mode = match &kind {
-                Kind::Create => PutMode::Create,
-                Kind::Update(etag) => PutMode::Update(UpdateVersion {
-                    e_tag: Some(etag.clone()),
-                    version: None,
-                }),
-            };
+            let mode = kind.mode();
             registry
                 .lock()
                 .unwrap()
@@ -286,13 +293,7 @@ async fn old_node(
             };
             (path, kind)
         };
-        let mode = match &kind {
-            Kind::Create => PutMode::Create,
-            Kind::Update(etag) => PutMode::Update(UpdateVersion {
-                e_tag: Some(etag.clone()),
-                version: None,
-            }),
-        };
+        let mode = kind.mode();
         registry
             .lock()
             .unwrap()
