@@ -269,6 +269,75 @@ async fn a_re_create_after_a_delete_by_another_client_takes_well_under_a_second(
     assert!(took < Duration::from_secs(1), "the re-create took {took:?}");
 }
 
+/// P1 creates a lock object on SeaweedFS (which enforces conditions) and deletes it; the
+/// client's first attempt of the delete lingers and lands 1.5 s after the answer (to its
+/// retry). A fresh process P2 creates the object again meanwhile. Whether P2's
+/// acknowledged object stands once the lingering attempt has landed, and how long P2's
+/// create took. `hold`: both processes hold paths. A 1 s lease: expiry after 3 s.
+async fn re_create_under_a_lingering_delete(hold: bool) -> (bool, Duration) {
+    let s3 = Arc::new(ScriptedStore::lingering_deletes(
+        Arc::new(
+            S3Server::SeaweedFs
+                .fresh_store(S3ConditionalPut::ETagMatch)
+                .await,
+        ),
+        Duration::from_millis(1500),
+    ));
+    let table = fresh_table().await;
+    let process = || {
+        let leases = LeaseManager::new(
+            Arc::new(table.clone()),
+            LeaseConfig::new(table.table_name())
+                .with_timeout(Duration::from_secs(1))
+                .with_poll_interval(Duration::from_millis(20)),
+        )
+        .unwrap();
+        let store = CommitStore::new(s3.clone() as Arc<dyn ObjectStore>, leases);
+        if hold { store.hold_paths() } else { store }
+    };
+    let path = Path::from("lock/leader");
+    let p1 = process();
+    p1.put_opts(&path, "P1".into(), PutMode::Create.into())
+        .await
+        .unwrap();
+    p1.delete(&path).await.unwrap();
+    let started = Instant::now();
+    process()
+        .put_opts(&path, "P2".into(), PutMode::Create.into())
+        .await
+        .unwrap();
+    let took = started.elapsed();
+    s3.lingering_landed().await;
+    let stands = match s3.inner.get(&path).await {
+        Ok(found) => found.bytes().await.unwrap() == "P2",
+        Err(object_store::Error::NotFound { .. }) => false,
+        Err(e) => panic!("reading the lock object: {e}"),
+    };
+    (stands, took)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn with_paths_held_a_lingering_delete_never_removes_a_re_create() {
+    let (stands, took) = re_create_under_a_lingering_delete(true).await;
+    assert!(
+        stands,
+        "the lingering delete removed P2's acknowledged object"
+    );
+    assert!(
+        took >= Duration::from_millis(1500),
+        "P2 created in {took:?}, before the lingering attempt could land"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_held_paths_a_lingering_delete_removes_a_re_create() {
+    let (stands, took) = re_create_under_a_lingering_delete(false).await;
+    assert!(
+        !stands,
+        "P2's object stood (created in {took:?}): the gap this shows has closed by default"
+    );
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn with_create_leases_kept_the_re_create_waits_for_expiry() {
     let took = re_create_after_a_foreign_delete(true).await;

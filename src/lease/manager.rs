@@ -258,6 +258,19 @@ impl Lease {
     }
 }
 
+/// What becomes of a guarded operation's lease once the operation succeeded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum AfterSuccess {
+    /// Released in the background: the next writer takes it at once.
+    Release,
+    /// A create's lease: kept for [`LeaseManager::release_deferred`] where the manager
+    /// [keeps create leases](LeaseManager::keep_create_leases), else released.
+    KeepCreate,
+    /// Left to expire: an earlier attempt of the operation, which its client retried,
+    /// may still land, and nobody else may write the path until it has.
+    Expire,
+}
+
 /// How a conditional write of [`LeaseManager::run_conditional`] that waited behind a
 /// success of the same manager on its lease fails without a request (see `guard`).
 pub(crate) struct Beaten<B, T> {
@@ -627,7 +640,7 @@ impl LeaseManager {
             check,
             None::<Beaten<fn() -> E, T>>,
             operation,
-            false,
+            AfterSuccess::Release,
         )
         .await
     }
@@ -635,9 +648,7 @@ impl LeaseManager {
     /// [`run_guarded`](Self::run_guarded) for a conditional write by a caller that calls
     /// [`release_deferred`](Self::release_deferred) when it deletes an object (as
     /// `CommitStore` does, for its puts, copies and renames):
-    /// - once a create (etag `*`) succeeded, its lease is kept unreleased (unless
-    ///   [`keep_create_leases`](Self::keep_create_leases)), saving the release's
-    ///   DynamoDB write;
+    /// - once the operation succeeded, its lease goes as `after` says;
     /// - `beaten`, if given, lets an operation that waited behind another of this
     ///   manager's on the same lease, which succeeded, fail without a request where that
     ///   success settles it (see `guard`); without it, `check` decides.
@@ -648,6 +659,7 @@ impl LeaseManager {
         check: C,
         beaten: Option<Beaten<B, T>>,
         operation: W,
+        after: AfterSuccess,
     ) -> Result<T, GuardError<E>>
     where
         C: FnMut() -> CF,
@@ -656,14 +668,13 @@ impl LeaseManager {
         W: FnOnce() -> WF,
         WF: Future<Output = Result<T, E>>,
     {
-        let create = etag == super::CREATE_ETAG;
-        self.guard(path, etag, check, beaten, operation, create)
+        self.guard(path, etag, check, beaten, operation, after)
             .await
     }
 
     /// The protocol of [`run_guarded`](Self::run_guarded); `beaten` as in
-    /// [`run_conditional`](Self::run_conditional); `keep_on_success` keeps a successful
-    /// create's lease for [`release_deferred`](Self::release_deferred).
+    /// [`run_conditional`](Self::run_conditional); `after` says what becomes of the lease
+    /// once the operation succeeded.
     async fn guard<T, E, C, CF, B, W, WF>(
         &self,
         path: &str,
@@ -671,7 +682,7 @@ impl LeaseManager {
         mut check: C,
         beaten: Option<Beaten<B, T>>,
         operation: W,
-        keep_on_success: bool,
+        after: AfterSuccess,
     ) -> Result<T, GuardError<E>>
     where
         C: FnMut() -> CF,
@@ -723,7 +734,7 @@ impl LeaseManager {
         // version it holds) the lease stays kept, and nothing is written. Otherwise our own
         // record would be waited out like a stranger's, for timeout x skew; releasing it
         // is as safe as any release of a finished create's lease.
-        let kept = if keep_on_success {
+        let kept = if after == AfterSuccess::KeepCreate {
             self.take_deferred(path)
         } else {
             None
@@ -795,10 +806,15 @@ impl LeaseManager {
                 front.succeeded(etag_after.and_then(|after| after(&out)));
                 self.note_hold(self.clock.now().saturating_duration_since(holding));
                 pressure.note_success();
-                if keep_on_success && self.deferred.is_some() {
-                    self.keep(lease);
-                } else {
-                    self.release_in_background(lease);
+                match after {
+                    AfterSuccess::KeepCreate if self.deferred.is_some() => self.keep(lease),
+                    // Unrenewed from here: waiters take it over `timeout x skew` after its
+                    // last write, when every attempt of the operation has landed
+                    // (assumption 4), as after a failed write.
+                    AfterSuccess::Expire if !self.planted(PlantedBug::HeldPathReleasedAtOnce) => {
+                        drop(lease)
+                    }
+                    _ => self.release_in_background(lease),
                 }
                 Ok(out)
             }

@@ -55,21 +55,25 @@ pub enum PlantedBug {
     /// write was sent before the task joined the queue (it may have landed before the
     /// task came, and the object changed since).
     QueueTrustsAnEarlierSuccess,
+    /// With paths held (`CommitStore::hold_paths`), a write's or a delete's lease is
+    /// released once it succeeded, as elsewhere: an earlier attempt of it that its client
+    /// retried may still land, after the next writer of the path went ahead.
+    HeldPathReleasedAtOnce,
 }
 
 /// The set of planted bugs of one lease manager: empty in production.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub(crate) struct Planted(u16);
+pub(crate) struct Planted(u32);
 
 impl Planted {
     /// Whether `bug` is planted.
     pub(crate) fn has(self, bug: PlantedBug) -> bool {
-        cfg!(feature = "planted-bugs") && self.0 & (1 << bug as u16) != 0
+        cfg!(feature = "planted-bugs") && self.0 & (1 << bug as u32) != 0
     }
 
     /// With `bug` planted too.
     #[cfg(feature = "planted-bugs")]
     pub(crate) fn with(self, bug: PlantedBug) -> Self {
-        Self(self.0 | (1 << bug as u16))
+        Self(self.0 | (1 << bug as u32))
     }
 }

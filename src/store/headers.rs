@@ -158,16 +158,17 @@ impl Probed {
             .map(|(probe, _)| probe)
     }
 
-    /// The last findings, however old, unless forgotten: what a re-probe that failed
-    /// falls back on (a store that answered once goes on being taken as it was, rather
-    /// than every conditional write failing with the probe's error).
-    pub(crate) fn stale(&self) -> Option<Probe> {
-        self.found().last.map(|(probe, _)| probe)
+    /// The findings, if fresh and made by a probe that started at `since` or later.
+    pub(crate) fn fresh_since(&self, since: Instant) -> Option<Probe> {
+        self.found()
+            .last
+            .filter(|(_, at)| *at >= since && at.elapsed() < PROBE_KEPT)
+            .map(|(probe, _)| probe)
     }
 
     /// The last findings, however old (for Debug output).
     pub(crate) fn last(&self) -> Option<Enforced> {
-        self.stale().map(|probe| probe.enforced)
+        self.found().last.map(|(probe, _)| probe.enforced)
     }
 
     /// The epoch a probe starts in, for [`Self::keep`].
@@ -184,12 +185,21 @@ impl Probed {
         }
     }
 
-    /// A re-probe failed and `probe`'s findings stand: dated so that the next try comes
-    /// after [`PROBE_RETRY`], not at every conditional write.
-    pub(crate) fn retry_later(&self, probe: Probe) {
+    /// A re-probe that started in `epoch` failed: the last findings stand (a store that
+    /// answered once goes on being taken as it was, rather than every conditional write
+    /// failing with the probe's error), dated so that
+    /// the next try comes after [`PROBE_RETRY`], not at every conditional write; unless
+    /// they were forgotten since (then there are none, and the failure is the answer).
+    pub(crate) fn retry_later(&self, epoch: u64) -> Option<Probe> {
+        let mut found = self.found();
+        if found.epoch != epoch {
+            return None;
+        }
         let now = Instant::now();
         let dated = now.checked_sub(PROBE_KEPT - PROBE_RETRY).unwrap_or(now);
-        self.found().last = Some((probe, dated));
+        let probe = found.last.as_ref()?.0;
+        found.last = Some((probe, dated));
+        Some(probe)
     }
 
     /// An answer contradicted the findings: the next conditional write probes again.

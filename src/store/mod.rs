@@ -39,7 +39,9 @@ use $os::{
 };
 use tracing::Instrument;
 
-use crate::lease::{Beaten, CREATE_ETAG, GuardError, LeaseError, LeaseManager, PlantedBug};
+use crate::lease::{
+    AfterSuccess, Beaten, CREATE_ETAG, GuardError, LeaseError, LeaseManager, PlantedBug,
+};
 use crate::store::OutcomeUnknown;
 use crate::store::conditions::{Conditions, Enforced};
 use crate::store::headers::{Header, Headers, Probe, Probed};
@@ -98,6 +100,9 @@ pub struct CommitStore<T: ?Sized = dyn ObjectStore> {
     /// tasks' writes to one path learn from each other's successes, not from those of
     /// another store sharing the manager, whose paths may name other objects.
     scope: u64,
+    /// Whether every guarded write and delete of a path holds one lease on the path until
+    /// none of its attempts can still land ([`Self::hold_paths`]).
+    hold_paths: bool,
 }
 
 impl<T: ObjectStore + ?Sized> CommitStore<T> {
@@ -112,6 +117,7 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
             headers: Arc::default(),
             probe_under: Path::default(),
             scope: crate::lease::new_scope(),
+            hold_paths: false,
         }
     }
 
@@ -188,8 +194,25 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
         if let Some(probe) = self.probed.fresh() {
             return Ok(probe);
         }
+        self.probe_in_turn(None).await
+    }
+
+    /// Findings of a probe that started at `since` or later (another task's will do), for
+    /// a write whose header was refused at `since`: a failure is an error, never older
+    /// findings.
+    async fn probed_after(&self, since: tokio::time::Instant) -> Result<Probe> {
+        self.probe_in_turn(Some(since)).await
+    }
+
+    /// Probes in this store's turn, unless fresh findings (made since `since`, if given)
+    /// came meanwhile.
+    async fn probe_in_turn(&self, since: Option<tokio::time::Instant>) -> Result<Probe> {
         let _turn = self.probed.turn().await;
-        if let Some(probe) = self.probed.fresh() {
+        let usable = match since {
+            None => self.probed.fresh(),
+            Some(since) => self.probed.fresh_since(since),
+        };
+        if let Some(probe) = usable {
             return Ok(probe);
         }
         let (started, epoch) = (tokio::time::Instant::now(), self.probed.epoch());
@@ -199,10 +222,9 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
                 self.probed.keep(probe, started, epoch);
                 Ok(probe)
             }
-            Err(e) => match self.probed.stale() {
+            Err(e) => match since.is_none().then(|| self.probed.retry_later(epoch)).flatten() {
                 Some(last) => {
                     tracing::warn!(store = %self.inner, error = %e, "probing the store again failed: its last findings stand");
-                    self.probed.retry_later(last);
                     Ok(last)
                 }
                 None => Err(e),
@@ -215,6 +237,10 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
     /// `If-None-Match` but has no copy-if-not-exists), a native create and a leased copy
     /// to one path would not exclude each other, and the copy could land on the create.
     async fn native(&self) -> Result<bool> {
+        if self.hold_paths {
+            // A native write holds nothing: a delete of ours still landing could remove it.
+            return Ok(false);
+        }
         match self.conditions {
             Conditions::Lease => Ok(false),
             Conditions::Native => Ok(true),
@@ -317,10 +343,11 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
                                 Err(E::AlreadyExists { .. })
                             ),
                         ),
-                        Err(_) => {
+                        Err(E::NotFound { .. }) => {
                             self.inner.put(&object, body()).await?;
                             (false, false)
                         }
+                        Err(e) => return Err(e),
                     },
                     Err(e) => return Err(e),
                 };
@@ -442,16 +469,22 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
             mode: self.in_store_form(mode.clone()),
             ..opts.clone()
         };
+        let sent_at = tokio::time::Instant::now();
         match self.inner.put_opts(location, payload.clone(), conditional).await {
             Err(E::AlreadyExists { .. } | E::Precondition { .. }) => {
-                self.after_refusal(location, payload, opts, mode, header).await
+                self.after_refusal(location, payload, opts, mode, header, sent_at)
+                    .await
             }
             Err(e) if Self::refuses_header(&e) => {
-                if self.header_refused(header, &e).await {
-                    self.inner.put_opts(location, payload, opts).await
-                } else {
-                    Err(e)
-                }
+                let holds = async {
+                    matches!(
+                        self.refused_over(location, &payload, &mode).await,
+                        Refused::ConditionHolds
+                    )
+                };
+                let plain = self.inner.put_opts(location, payload.clone(), opts);
+                self.plain_after_refused_header(e, header, sent_at, holds, plain)
+                    .await
             }
             other => other,
         }
@@ -483,6 +516,7 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
         opts: PutOptions,
         mode: PutMode,
         header: Header,
+        sent_at: tokio::time::Instant,
     ) -> Result<PutResult> {
         use $os::Error as E;
         let refused = || E::Generic {
@@ -522,8 +556,7 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
                 other => return other,
             }
         }
-        self.probed.forget();
-        if let Ok(probe) = self.probed_now().await
+        if let Ok(probe) = self.probed_after(sent_at).await
             && !probe.accepts(header)
             && matches!(
                 self.refused_over(location, &payload, &mode).await,
@@ -569,26 +602,45 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
         }
     }
 
-    /// Whether a leased write whose header `e` refused (nothing written) may go plain. A
-    /// refusal by the client itself (it cannot send the header: object_store's
-    /// `S3ConditionalPut::Disabled`, a local directory's updates) is final, and
-    /// remembered for a while. A store's 501 counts only once a probe on a fresh key finds
-    /// the store refusing the header (a 501 may answer another option of the write); it is
-    /// then remembered too.
-    async fn header_refused(&self, header: Header, e: &$os::Error) -> bool {
-        use $os::Error as E;
-        if matches!(e, E::NotImplemented { .. } | E::NotSupported { .. }) {
+    /// A leased write sent at `sent_at` carrying `header`, refused with `e` (nothing
+    /// written), goes `plain` if the refusal is the header's: at once where the client
+    /// itself refused it; after a store's 501 only once a probe started since finds the
+    /// store refusing the header (a 501 may answer another option of the write) and the
+    /// condition, read again after the probe, `holds`. Otherwise `e` stands. The refusal
+    /// is remembered only once the plain write went through: a client's refusal of another
+    /// option (attributes on a local directory) refuses that too.
+    async fn plain_after_refused_header<R>(
+        &self,
+        e: $os::Error,
+        header: Header,
+        sent_at: tokio::time::Instant,
+        holds: impl std::future::Future<Output = bool>,
+        plain: impl std::future::Future<Output = Result<R>>,
+    ) -> Result<R> {
+        if !Self::refused_by_client(&e)
+            && !(self
+                .probed_after(sent_at)
+                .await
+                .is_ok_and(|probe| !probe.accepts(header))
+                && holds.await)
+        {
+            return Err(e);
+        }
+        let plain = plain.await;
+        if plain.is_ok() {
             self.headers.refused(header);
-            return true;
         }
-        self.probed.forget();
-        match self.probed_now().await {
-            Ok(probe) if !probe.accepts(header) => {
-                self.headers.refused(header);
-                true
-            }
-            _ => false,
-        }
+        plain
+    }
+
+    /// Whether the client itself refused the header (it cannot send it: object_store's
+    /// `S3ConditionalPut::Disabled`, an `AmazonS3` without `copy_if_not_exists`, a local
+    /// directory's updates): nothing was sent.
+    fn refused_by_client(e: &$os::Error) -> bool {
+        matches!(
+            e,
+            $os::Error::NotImplemented { .. } | $os::Error::NotSupported { .. }
+        )
     }
 
     /// `found` as a `PutResult`, if it holds exactly `payload`.
@@ -647,6 +699,7 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
         if !self.carries(Header::CopyIfAbsent) {
             return send(false).await;
         }
+        let sent_at = tokio::time::Instant::now();
         match send(true).await {
             Err(E::AlreadyExists { .. }) => {
                 if let (Ok(source), Ok(target)) =
@@ -674,11 +727,9 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
                 })
             }
             Err(e) if Self::refuses_header(&e) => {
-                if self.header_refused(Header::CopyIfAbsent, &e).await {
-                    send(false).await
-                } else {
-                    Err(e)
-                }
+                let holds = async { self.check_copy_target(from, to).await.is_ok() };
+                self.plain_after_refused_header(e, Header::CopyIfAbsent, sent_at, holds, send(false))
+                    .await
             }
             other => other,
         }
@@ -699,6 +750,36 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
     /// ```
     pub fn with_lease_prefix(mut self, prefix: impl Into<String>) -> Self {
         self.lease_prefix = prefix.into();
+        self
+    }
+
+    /// Holds each path, not only each version of it, while a write or a delete of it may
+    /// still land: every guarded write of a path (create, update, copy or rename to it)
+    /// and every delete through this store takes one lease on the path, and leaves it to
+    /// expire instead of releasing it. An object store client retries a write or a delete
+    /// whose answer did not come, and an earlier attempt can still land after the call
+    /// returned: by default a delete lingering so can remove a path created again
+    /// meanwhile (two holders of a lock object), and a write applied twice can land on
+    /// an update made in between (on a store that ignores conditions). Held, nobody
+    /// writes the path until every attempt has landed.
+    ///
+    /// The price: the next write or delete of a path, by anyone, waits for the lease to
+    /// expire, `timeout x skew` after the last (60 s by default: choose a short lease
+    /// timeout for such paths, above the store's longest request). Every writer of the
+    /// paths must hold them (one lease per path, where the others key by version), no
+    /// object_store 0.12.5 writer may share them, and nothing goes native. Renames hold
+    /// their target, not their source.
+    ///
+    /// ```
+    /// # use std::sync::Arc;
+    #[doc = concat!(" # use ", $at, "::CommitStore; use dynacommit::lease::{LeaseConfig, LeaseManager, MemoryLeaseTable};")]
+    /// # let leases = LeaseManager::new(Arc::new(MemoryLeaseTable::new()), LeaseConfig::default()).unwrap();
+    #[doc = concat!(" let store = CommitStore::new(Arc::new(", stringify!($os), "::memory::InMemory::new()), leases)")]
+    ///     .hold_paths();
+    /// # let _ = store;
+    /// ```
+    pub fn hold_paths(mut self) -> Self {
+        self.hold_paths = true;
         self
     }
 
@@ -727,6 +808,7 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
             headers: self.headers,
             probe_under: self.probe_under,
             scope: self.scope,
+            hold_paths: self.hold_paths,
         }
     }
 
@@ -753,16 +835,26 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
     {
         let span = tracing::debug_span!("conditional_write", %path, etag);
         let key = lease_key(&self.lease_prefix, path);
-        // One version, one lease, whichever form of its ETag the caller read (a PUT's
-        // answer and a HEAD's need not write it alike).
-        let lease_etag = crate::lease::lease_etag(etag);
+        let (lease_etag, etag_after, after) = if self.hold_paths {
+            // One lease for every write of the path, whatever it expects (a version read
+            // by another writer meanwhile is no other lease), left to expire: the queue's
+            // settling, which reads a success ahead by what this write expects of the same
+            // lease, is left out too (the check decides).
+            (CREATE_ETAG.to_owned(), None, AfterSuccess::Expire)
+        } else if etag == CREATE_ETAG {
+            (etag.to_owned(), etag_after, AfterSuccess::KeepCreate)
+        } else {
+            // One version, one lease, whichever form of its ETag the caller read (a PUT's
+            // answer and a HEAD's need not write it alike).
+            (crate::lease::lease_etag(etag), etag_after, AfterSuccess::Release)
+        };
         let beaten = etag_after.map(|etag_after| Beaten {
             scope: self.scope,
             error: || beaten_by_this_store(path, etag),
             etag_after,
         });
         self.leases
-            .run_conditional(&key, &lease_etag, check, beaten, write)
+            .run_conditional(&key, &lease_etag, check, beaten, write, after)
             .instrument(span)
             .await
             .map_err(|e| match e {
@@ -918,9 +1010,10 @@ impl CommitStore {
         let leases = LeaseManager::dynamodb(dynamo.build()?, parsed.lease)?;
         let path = Path::from_url_path(url.path())
             .map_err(|e| FromOptionsError::Store(format!("the URL's path: {e}")))?;
-        let store = CommitStore::new(Arc::new(s3), leases)
+        let mut store = CommitStore::new(Arc::new(s3), leases)
             .with_conditions(parsed.conditions)
             .with_probe_path(path.clone());
+        store.hold_paths = parsed.hold_paths;
         Ok((store, path))
     }
 }
@@ -1090,6 +1183,7 @@ impl<T: ObjectStore + ?Sized> std::fmt::Debug for CommitStore<T> {
             .field("leases", &self.leases)
             .field("lease_prefix", &self.lease_prefix)
             .field("conditions", &self.conditions)
+            .field("hold_paths", &self.hold_paths)
             .field("enforced", &self.probed.last())
             .finish()
     }
@@ -1162,6 +1256,15 @@ impl<T: ObjectStore + ?Sized> ObjectStore for CommitStore<T> {
         locations: BoxStream<'static, Result<Path>>,
     ) -> BoxStream<'static, Result<Path>> {
         use futures::StreamExt;
+        if self.hold_paths {
+            let store = Arc::new(self.shared());
+            return locations
+                .then(move |location| {
+                    let store = store.clone();
+                    async move { store.held_delete(location?).await }
+                })
+                .boxed();
+        }
         // A deleted object's create lease, kept unreleased since the create, goes now (in
         // the background), so that the path can be created again at once.
         let (leases, prefix) = (self.leases.clone(), self.lease_prefix.clone());
@@ -1215,6 +1318,31 @@ impl<T: ObjectStore + ?Sized> ObjectStore for CommitStore<T> {
 }
 
 impl<T: ObjectStore + ?Sized> CommitStore<T> {
+    /// A delete with paths held: under the path's lease, left to expire, so that no
+    /// writer of the path goes ahead while an earlier attempt of the delete (its client
+    /// retried) may still land.
+    async fn held_delete(&self, path: Path) -> Result<Path> {
+        let check = || async { Ok(()) };
+        let delete = || async { self.inner.delete(&path).await };
+        self.guarded(&path, CREATE_ETAG, check, None, delete).await?;
+        Ok(path)
+    }
+
+    /// Another handle on this store, sharing its lease manager and findings.
+    fn shared(&self) -> Self {
+        Self {
+            inner: self.inner.clone(),
+            leases: self.leases.clone(),
+            lease_prefix: self.lease_prefix.clone(),
+            conditions: self.conditions,
+            probed: self.probed.clone(),
+            headers: self.headers.clone(),
+            probe_under: self.probe_under.clone(),
+            scope: self.scope,
+            hold_paths: self.hold_paths,
+        }
+    }
+
     /// The rename itself, through the lease if the target must be absent.
     async fn rename_guarded(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {
         match options.target_mode {

@@ -17,6 +17,8 @@ const CONDITIONAL_PUT: [&str; 2] = ["aws_conditional_put", "conditional_put"];
 const COPY_IF_NOT_EXISTS: [&str; 2] = ["aws_copy_if_not_exists", "copy_if_not_exists"];
 /// Option names of the condition mode (dynacommit's own: `lease`, `native` or `auto`).
 const CONDITIONS: [&str; 2] = ["aws_dynacommit_conditions", "dynacommit_conditions"];
+/// Option names of holding paths (dynacommit's own: `true` or `false`).
+const HOLD_PATHS: [&str; 2] = ["aws_dynacommit_hold_paths", "dynacommit_hold_paths"];
 /// Option names of the DynamoDB endpoint (dynacommit's own; 0.12 used the S3 endpoint).
 const DYNAMODB_ENDPOINT: [&str; 3] = [
     "aws_endpoint_url_dynamodb",
@@ -30,7 +32,7 @@ const DYNAMODB_ENDPOINT: [&str; 3] = [
 pub enum FromOptionsError {
     /// An option no S3 store or dynacommit knows.
     #[error(
-        "unknown option `{key}`: not an AmazonS3Builder option (see object_store's AmazonS3ConfigKey) nor one of dynacommit's (`conditional_put`, `aws_endpoint_url_dynamodb`, `dynacommit_conditions`)"
+        "unknown option `{key}`: not an AmazonS3Builder option (see object_store's AmazonS3ConfigKey) nor one of dynacommit's (`conditional_put`, `aws_endpoint_url_dynamodb`, `dynacommit_conditions`, `dynacommit_hold_paths`)"
     )]
     UnknownOption {
         /// The option as given.
@@ -71,6 +73,8 @@ pub(crate) struct Options {
     pub dynamodb_endpoint: Option<String>,
     /// How conditional writes are made (`dynacommit_conditions`; `lease` by default).
     pub conditions: crate::Conditions,
+    /// Whether paths are held (`dynacommit_hold_paths`; `false` by default).
+    pub hold_paths: bool,
     /// The options for the S3 builder, keys lowercased, in order.
     pub s3: Vec<(String, String)>,
     /// The HTTP settings among them that the DynamoDB client must share: a proxy, a CA,
@@ -128,6 +132,7 @@ impl Options {
         let mut copy: Option<(String, String, LeaseConfig)> = None;
         let mut dynamodb_endpoint = None;
         let mut conditions = crate::Conditions::Lease;
+        let mut hold_paths: Option<(String, String)> = None;
         // A copy-if-not-exists setting of the S3 store's own (not `dynamo:`): for the
         // `native` and `auto` modes, which let the store enforce copies itself.
         let mut store_copy: Option<(String, String, String)> = None;
@@ -147,6 +152,18 @@ impl Options {
                 }
             } else if CONDITIONS.contains(&name.as_str()) {
                 conditions = conditions_mode(&key, &value)?;
+            } else if HOLD_PATHS.contains(&name.as_str()) {
+                match value.trim().to_ascii_lowercase().as_str() {
+                    "true" => hold_paths = Some((key, value)),
+                    "false" => hold_paths = None,
+                    _ => {
+                        return Err(FromOptionsError::BadValue {
+                            key,
+                            value,
+                            problem: "expected `true` (every write and delete of a path holds it until its attempts have landed: see CommitStore::hold_paths) or `false` (the default)".into(),
+                        });
+                    }
+                }
             } else if DYNAMODB_ENDPOINT.contains(&name.as_str()) {
                 if !value.trim().is_empty() {
                     dynamodb_endpoint = Some(value);
@@ -210,10 +227,20 @@ impl Options {
                 ),
             });
         }
+        if let Some((key, value)) = &hold_paths
+            && conditions == crate::Conditions::Native
+        {
+            return Err(FromOptionsError::BadValue {
+                key: key.clone(),
+                value: value.clone(),
+                problem: "held paths take a lease for every write, and `dynacommit_conditions=native` takes none: drop one of the two".into(),
+            });
+        }
         Ok(Self {
             lease,
             dynamodb_endpoint,
             conditions,
+            hold_paths: hold_paths.is_some(),
             s3,
             http,
         })
@@ -366,6 +393,35 @@ mod tests {
                 ("aws_skip_signature", "true")
             ])
             .contains("signed")
+        );
+    }
+
+    #[test]
+    fn holding_paths_is_an_option_refused_beside_native() {
+        let o = parse(&[("conditional_put", "dynamo:t")]).unwrap();
+        assert!(!o.hold_paths, "the default");
+        let o = parse(&[
+            ("conditional_put", "dynamo:t"),
+            ("AWS_DYNACOMMIT_HOLD_PATHS", " True "),
+            ("dynacommit_conditions", "auto"),
+        ])
+        .unwrap();
+        assert!(o.hold_paths);
+        let err = |options| parse(options).unwrap_err().to_string();
+        assert!(
+            err(&[
+                ("conditional_put", "dynamo:t"),
+                ("dynacommit_hold_paths", "yes")
+            ])
+            .contains("`dynacommit_hold_paths` = `yes`: expected `true`")
+        );
+        assert!(
+            err(&[
+                ("conditional_put", "dynamo:t"),
+                ("dynacommit_hold_paths", "true"),
+                ("dynacommit_conditions", "native")
+            ])
+            .contains("drop one of the two")
         );
     }
 

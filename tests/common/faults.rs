@@ -156,6 +156,11 @@ pub struct ScriptedStore {
     /// When set, the next conditional create is refused with `AlreadyExists` and not
     /// applied (AWS's 409 for a create racing a delete of its key).
     pub refuse_next_create: Arc<std::sync::atomic::AtomicBool>,
+    /// If set, every delete applies and is answered at once (a retry's answer), and
+    /// lands again this much later (the client's first attempt, lingering).
+    pub linger_deletes: Option<Duration>,
+    /// The lingering attempts, for a test to wait until they have landed.
+    pub lingering: Arc<Mutex<Vec<tokio::task::JoinHandle<()>>>>,
 }
 
 impl ScriptedStore {
@@ -172,6 +177,24 @@ impl ScriptedStore {
             writes_only_under: None,
             refuse_every_update: false,
             refuse_next_create: Arc::default(),
+            linger_deletes: None,
+            lingering: Arc::default(),
+        }
+    }
+
+    /// Deletes whose first attempt lingers, landing `linger` after the answer.
+    pub fn lingering_deletes(inner: Arc<dyn ObjectStore>, linger: Duration) -> Self {
+        Self {
+            linger_deletes: Some(linger),
+            ..Self::plain(inner)
+        }
+    }
+
+    /// Waits until every lingering delete attempt so far has landed.
+    pub async fn lingering_landed(&self) {
+        let pending: Vec<_> = std::mem::take(&mut *self.lingering.lock().unwrap());
+        for attempt in pending {
+            attempt.await.expect("a lingering delete panicked");
         }
     }
 
@@ -430,7 +453,23 @@ impl ObjectStore for ScriptedStore {
         locations: BoxStream<'static, Result<Path>>,
     ) -> BoxStream<'static, Result<Path>> {
         self.count();
-        self.inner.delete_stream(locations)
+        let Some(linger) = self.linger_deletes else {
+            return self.inner.delete_stream(locations);
+        };
+        let (inner, lingering) = (self.inner.clone(), self.lingering.clone());
+        Box::pin(futures::StreamExt::then(locations, move |location| {
+            let (inner, lingering) = (inner.clone(), lingering.clone());
+            async move {
+                let location = location?;
+                object_store::ObjectStoreExt::delete(&*inner, &location).await?;
+                let (late, path) = (inner.clone(), location.clone());
+                lingering.lock().unwrap().push(tokio::spawn(async move {
+                    tokio::time::sleep(linger).await;
+                    let _ = object_store::ObjectStoreExt::delete(&*late, &path).await;
+                }));
+                Ok(location)
+            }
+        }))
     }
 
     fn list(&self, prefix: Option<&Path>) -> BoxStream<'static, Result<ObjectMeta>> {

@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use super::clock::NodeClock;
 use super::old::OldWriter;
-use super::store::{Applied, SimStore, StoreLink};
+use super::store::{Applied, DELETER, SimStore, StoreLink};
 use super::table::{NodeTable, SimTable, TASK};
 use super::world::{RUN_FOR, World, node_leases};
 
@@ -30,13 +30,15 @@ enum Kind {
     Create,
     /// Replace the version with this ETag.
     Update(String),
+    /// Delete a lock-style object (what is there).
+    Delete,
 }
 
 impl Kind {
     /// The put mode that asks for it.
     fn mode(&self) -> PutMode {
         match self {
-            Kind::Create => PutMode::Create,
+            Kind::Create | Kind::Delete => PutMode::Create,
             Kind::Update(etag) => PutMode::Update(UpdateVersion {
                 e_tag: Some(etag.clone()),
                 version: None,
@@ -55,6 +57,10 @@ struct Op {
     beaten: Option<(Instant, Instant)>,
     /// How long a create of one of our nodes took, and whether it ran to its end.
     took: Option<Duration>,
+    /// When the call was made.
+    issued: Instant,
+    /// When a delete's call ended: its answer came, or its process crashed.
+    ended: Option<Instant>,
 }
 
 impl Op {
@@ -65,6 +71,8 @@ impl Op {
             acknowledged: false,
             beaten: None,
             took: None,
+            issued: Instant::now(),
+            ended: None,
         }
     }
 }
@@ -114,7 +122,12 @@ fn node_process(
     };
     let mode = modes[world.pick(0..modes.len() as u64) as usize];
     let inner: Arc<dyn ObjectStore> = Arc::new(StoreLink(store.clone()));
-    CommitStore::new(inner, node_leases(link, clock, planted)).with_conditions(mode)
+    let process = CommitStore::new(inner, node_leases(link, clock, planted)).with_conditions(mode);
+    if world.holds_paths {
+        process.hold_paths()
+    } else {
+        process
+    }
 }
 
 async fn node(
@@ -199,7 +212,16 @@ impl Node<'_> {
                 };
                 let op = async {
                     if exists {
-                        process.delete(&path).await.map(|_| ())
+                        registry
+                            .lock()
+                            .unwrap()
+                            .insert(payload.clone(), Op::new(Kind::Delete, &path));
+                        let deleted = DELETER.scope(payload.clone(), process.delete(&path)).await;
+                        if let Some(op) = registry.lock().unwrap().get_mut(&payload) {
+                            op.ended = Some(Instant::now());
+                            op.acknowledged = deleted.is_ok();
+                        }
+                        deleted
                     } else {
                         registry
                             .lock()
@@ -225,6 +247,9 @@ impl Node<'_> {
                     }
                 };
                 if world.unless_crashed(op).await.is_none() {
+                    if let Some(op) = registry.lock().unwrap().get_mut(&payload) {
+                        op.ended.get_or_insert_with(Instant::now);
+                    }
                     self.restart();
                 }
                 continue;
@@ -331,8 +356,9 @@ pub async fn run(world: Arc<World>, planted: &[PlantedBug]) -> Tally {
     if world.profile.ttl_deletes {
         tokio::spawn(table.clone().sweep_expired(settle));
     }
-    // An object_store 0.12.5 writer beside ours: every process of ours then leases.
-    let old = world.chance(world.profile.old_writer);
+    // An object_store 0.12.5 writer beside ours: every process of ours then leases. None
+    // beside nodes that hold paths (0.12.5 takes one lease per version).
+    let old = !world.holds_paths && world.chance(world.profile.old_writer);
     let mixed = world.profile.mixed_modes && !old;
     let mut nodes: Vec<_> = (0..NODES)
         .map(|id| {
@@ -393,6 +419,7 @@ fn check(
             if write.deleted {
                 // A new life of the path begins: one acknowledged create again.
                 acknowledged_creates = 0;
+                deleted_in_its_call(world, path, applied, i, ops);
                 continue;
             }
             let Some(op) = ops.get(&write.payload) else {
@@ -424,6 +451,10 @@ fn check(
                         "not acknowledged"
                     },
                     before.payload
+                )),
+                (Kind::Delete, _) => world.violation(format!(
+                    "{path}: delete {} recorded as a write",
+                    write.payload
                 )),
                 (Kind::Update(etag), Some(before)) if before.etag == bare(etag) => {}
                 (Kind::Update(etag), before) => world.violation(format!(
@@ -462,7 +493,7 @@ fn check(
     }
     for (payload, op) in ops {
         let landed = history.values().flatten().any(|w| w.payload == *payload);
-        if op.acknowledged && !landed {
+        if op.acknowledged && !landed && !matches!(op.kind, Kind::Delete) {
             world.violation(format!("acknowledged write {payload} never landed"));
         }
         if let (Some(bound), Some(took)) = (world.profile.max_create_wait, op.took)
@@ -490,6 +521,55 @@ fn check(
     tally
 }
 
+/// A delete of ours (`applied[i]`) removed only what its call could have met: never an
+/// object whose write was made after the delete's acknowledged call had ended (an earlier
+/// attempt that lingered past the answer), nor, where paths are held, after the call ended
+/// at all (its process crashed, or its error left it possibly applied).
+fn deleted_in_its_call(
+    world: &World,
+    path: &Path,
+    applied: &[Applied],
+    i: usize,
+    ops: &BTreeMap<String, Op>,
+) {
+    let Some(delete) = ops.get(&applied[i].payload) else {
+        return; // a deleter outside our processes
+    };
+    let Some(ended) = delete
+        .ended
+        .filter(|_| delete.acknowledged || world.holds_paths)
+    else {
+        return;
+    };
+    let removed = i
+        .checked_sub(1)
+        .map(|j| &applied[j])
+        .filter(|w| !w.deleted)
+        .and_then(|w| ops.get(&w.payload).map(|op| (w, op)));
+    if let Some((w, op)) = removed
+        && op.issued > ended
+    {
+        world.violation(format!(
+            "{path}: delete {} ({}), ended at {:?}, removed {} ({}), written by a call \
+             made at {:?}, after it",
+            applied[i].payload,
+            if delete.acknowledged {
+                "acknowledged"
+            } else {
+                "not acknowledged"
+            },
+            ended - world.origin,
+            w.payload,
+            if op.acknowledged {
+                "acknowledged"
+            } else {
+                "not acknowledged"
+            },
+            op.issued - world.origin
+        ));
+    }
+}
+
 /// Whether, at some instant from `started` to `ended`, the object (as `applied` to it)
 /// was not as an operation of `kind` needed: present for a create, absent or at another
 /// ETag for an update. A refusal is linearizable only then.
@@ -502,6 +582,7 @@ fn refusal_holds_at_some_point(
     let refused_by = |etag: Option<&str>| match kind {
         Kind::Create => etag.is_some(),
         Kind::Update(expected) => etag != Some(bare(expected)),
+        Kind::Delete => false,
     };
     let mut current: Option<&str> = None;
     let mut holds = false;

@@ -31,7 +31,8 @@ pub struct Applied {
     pub payload: String,
     /// The ETag the store gave it (empty for a delete).
     pub etag: String,
-    /// A delete: the object was removed (`payload` is empty).
+    /// A delete: the object was removed (`payload` names the delete of ours that removed
+    /// it, or is empty for a deleter outside our processes).
     pub deleted: bool,
     /// When (Tokio's paused clock).
     pub at: tokio::time::Instant,
@@ -78,6 +79,11 @@ enum Condition {
     Absent,
     /// At this ETag, as the writer named it.
     At(String),
+}
+
+tokio::task_local! {
+    /// The delete of ours a task is making (its name in the registry), for the history.
+    pub static DELETER: String;
 }
 
 /// The store every node shares.
@@ -230,7 +236,7 @@ impl SimStore {
     /// plain client, a lifecycle rule).
     pub async fn delete_plainly(self: &Arc<Self>, location: &Path) {
         tokio::time::sleep(self.world.delay(0.0, T)).await;
-        self.remove(location);
+        self.remove(location, "");
     }
 
     /// Every object's write history, in the order applied.
@@ -259,8 +265,9 @@ impl SimStore {
         etag
     }
 
-    /// Removes `location`, recording the delete in its history if there was an object.
-    fn remove(&self, location: &Path) {
+    /// Removes `location`, recording the delete (by `deleter`) in its history if there was
+    /// an object.
+    fn remove(&self, location: &Path, deleter: &str) {
         let mut state = self.state.lock().unwrap();
         if state.objects.remove(location).is_some() {
             state
@@ -268,7 +275,7 @@ impl SimStore {
                 .entry(location.clone())
                 .or_default()
                 .push(Applied {
-                    payload: String::new(),
+                    payload: deleter.to_owned(),
                     etag: String::new(),
                     deleted: true,
                     at: tokio::time::Instant::now(),
@@ -291,9 +298,11 @@ impl SimStore {
         if roll < edge {
             return Fate::KnownErrorAfterRetry(self.world.upto(T));
         }
-        edge += p.store_duplicated;
-        if roll < edge {
-            return Fate::Duplicated(self.world.upto(T));
+        if self.world.edge_faults() {
+            edge += p.store_duplicated;
+            if roll < edge {
+                return Fate::Duplicated(self.world.upto(T));
+            }
         }
         Fate::Normal
     }
@@ -333,7 +342,8 @@ impl std::fmt::Display for StoreLink {
 
 impl StoreLink {
     /// One delete, on the wire like a put: it lands whether or not the caller still
-    /// waits, and its answer may be lost after it applied.
+    /// waits, and its answer may be lost after it applied; or its first attempt lingers
+    /// while the client's retry applies and is answered, and lands up to T later.
     async fn delete_one(&self, location: Path) -> Result<Path> {
         let store = self.0.clone();
         let world = &store.world;
@@ -341,11 +351,20 @@ impl StoreLink {
         let to = world.delay(p.store_slow_write, T * 3 / 2);
         let back = world.delay(p.store_slow_answer, T);
         let lost = world.chance(p.store_lost_answer);
+        let linger =
+            (world.edge_faults() && world.chance(p.store_lingering_delete)).then(|| world.upto(T));
+        let deleter = DELETER.try_with(Clone::clone).unwrap_or_default();
         let (answer, answered) = tokio::sync::oneshot::channel();
         tokio::spawn(async move {
             tokio::time::sleep(to).await;
-            store.remove(&location);
+            store.remove(&location, &deleter);
             tokio::time::sleep(back).await;
+            if let Some(linger) = linger {
+                let _ = answer.send(Ok(location.clone()));
+                tokio::time::sleep(linger).await;
+                store.remove(&location, &deleter);
+                return;
+            }
             let _ = answer.send(if lost {
                 Err(generic("timed out waiting for the answer"))
             } else {
