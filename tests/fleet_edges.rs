@@ -1,8 +1,9 @@
 //! Where fleets meet, on the real servers: a rolling move from `lease` to `auto` on a store
 //! that enforces conditions (SeaweedFS), an object_store 0.12.5 writer beside ours across
-//! a record deleted as TTL deletes it (s3rver, DynamoDB Local), and a re-create after a
-//! delete by another client. Each runs with its fix taken out too (a planted bug, or the
-//! opt-in that keeps create leases) and shows the loss or the stall.
+//! a record deleted as TTL deletes it (s3rver, DynamoDB Local), a re-create after a
+//! delete by another client, and a re-create while a delete lingers. Each runs with its
+//! fix taken out too (a planted bug, the opt-in that keeps create leases, or paths not
+//! held) and shows the loss or the stall.
 
 mod common;
 
