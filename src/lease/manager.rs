@@ -266,9 +266,10 @@ pub(crate) enum AfterSuccess {
     /// A create's lease: kept for [`LeaseManager::release_deferred`] where the manager
     /// [keeps create leases](LeaseManager::keep_create_leases), else released.
     KeepCreate,
-    /// Left to expire: an earlier attempt of the operation, which its client retried,
-    /// may still land, and nobody else may write the path until it has.
-    Expire,
+    /// Left unrenewed and released once `timeout x skew` has passed since its last write:
+    /// an earlier attempt of the operation, which its client retried, may still land
+    /// until then, and nobody else may write the path until it has.
+    ReleaseOnceQuiet,
 }
 
 /// How a conditional write of [`LeaseManager::run_conditional`] that waited behind a
@@ -808,11 +809,10 @@ impl LeaseManager {
                 pressure.note_success();
                 match after {
                     AfterSuccess::KeepCreate if self.deferred.is_some() => self.keep(lease),
-                    // Unrenewed from here: waiters take it over `timeout x skew` after its
-                    // last write, when every attempt of the operation has landed
-                    // (assumption 4), as after a failed write.
-                    AfterSuccess::Expire if !self.planted(PlantedBug::HeldPathReleasedAtOnce) => {
-                        drop(lease)
+                    AfterSuccess::ReleaseOnceQuiet
+                        if !self.planted(PlantedBug::HeldPathReleasedAtOnce) =>
+                    {
+                        self.release_once_quiet(lease)
                     }
                     _ => self.release_in_background(lease),
                 }
@@ -1514,6 +1514,27 @@ impl LeaseManager {
                 manager.release_quietly(lease).await;
             });
         }
+    }
+
+    /// Releases `lease`, unrenewed from now, in the background once `timeout x skew` has
+    /// passed on this manager's clock since its last write: by then every request sent
+    /// under it has landed (assumption 4 bounds a request's landing by the earliest
+    /// reclaim, and this manager itself, waiting on the record, would reclaim no sooner).
+    /// Until then waiters wait as for a live holder; after, they take it at once, rather
+    /// than `timeout x skew` from whenever they first see the record (which may be long
+    /// after it went quiet). Lost with the process: then waiters wait for expiry.
+    fn release_once_quiet(&self, lease: Lease) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let quiet = self
+            .clock
+            .sleep_until(lease.written_at + lease.timeout * self.config.max_clock_skew_rate);
+        let manager = self.clone();
+        runtime.spawn(async move {
+            quiet.await;
+            manager.release_in_background(lease);
+        });
     }
 
     /// Waits until every release this manager (or a clone) sent in the background has

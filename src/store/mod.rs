@@ -482,7 +482,9 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
                         Refused::ConditionHolds
                     )
                 };
-                let plain = self.inner.put_opts(location, payload.clone(), opts);
+                // Nothing is sent unless it is polled, whatever the inner store's `put_opts`
+                // does when called.
+                let plain = async { self.inner.put_opts(location, payload.clone(), opts).await };
                 self.plain_after_refused_header(e, header, sent_at, holds, plain)
                     .await
             }
@@ -755,20 +757,21 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
 
     /// Holds each path, not only each version of it, while a write or a delete of it may
     /// still land: every guarded write of a path (create, update, copy or rename to it)
-    /// and every delete through this store takes one lease on the path, and leaves it to
-    /// expire instead of releasing it. An object store client retries a write or a delete
+    /// and every delete through this store takes one lease on the path, and releases it
+    /// only once `timeout x skew` has passed since its last write (in the background), when
+    /// every request sent under it has landed. An object store client retries a write or a delete
     /// whose answer did not come, and an earlier attempt can still land after the call
     /// returned: by default a delete lingering so can remove a path created again
     /// meanwhile (two holders of a lock object), and a write applied twice can land on
     /// an update made in between (on a store that ignores conditions). Held, nobody
     /// writes the path until every attempt has landed.
     ///
-    /// The price: the next write or delete of a path, by anyone, waits for the lease to
-    /// expire, `timeout x skew` after the last (60 s by default: choose a short lease
-    /// timeout for such paths, above the store's longest request). Every writer of the
-    /// paths must hold them (one lease per path, where the others key by version), no
-    /// object_store 0.12.5 writer may share them, and nothing goes native. Renames hold
-    /// their target, not their source.
+    /// The price: the next write or delete of a path, by anyone, waits until then, up to
+    /// `timeout x skew` after the last (60 s by default: choose a short lease timeout for
+    /// such paths, above the store's longest request); if the holder's process ends first,
+    /// until the record expires. Every writer of the paths must hold them (one lease per
+    /// path, where the others key by version), no object_store 0.12.5 writer may share
+    /// them, and nothing goes native. A rename holds both its paths.
     ///
     /// ```
     /// # use std::sync::Arc;
@@ -837,10 +840,10 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
         let key = lease_key(&self.lease_prefix, path);
         let (lease_etag, etag_after, after) = if self.hold_paths {
             // One lease for every write of the path, whatever it expects (a version read
-            // by another writer meanwhile is no other lease), left to expire: the queue's
+            // by another writer meanwhile is no other lease), released once quiet; the queue's
             // settling, which reads a success ahead by what this write expects of the same
             // lease, is left out too (the check decides).
-            (CREATE_ETAG.to_owned(), None, AfterSuccess::Expire)
+            (CREATE_ETAG.to_owned(), None, AfterSuccess::ReleaseOnceQuiet)
         } else if etag == CREATE_ETAG {
             (etag.to_owned(), etag_after, AfterSuccess::KeepCreate)
         } else {
@@ -932,8 +935,11 @@ impl CommitStore {
     /// [condition mode](CommitStore::with_conditions); in `native` and `auto` modes a
     /// `copy_if_not_exists` other than `dynamo:` goes to the S3 store, for it to enforce.
     ///
+    /// `dynacommit_hold_paths` = `true` [holds paths](CommitStore::hold_paths) (not with
+    /// `native`).
+    ///
     /// The lease table is object_store 0.12's, keyed by the object path alone, so 0.12.5
-    /// writers and these share it safely. The store keeps its S3 type, so its multipart,
+    /// writers and these share it safely (except where paths are held). The store keeps its S3 type, so its multipart,
     /// signing and paginated listing are offered too.
     ///
     /// ```no_run
@@ -1027,6 +1033,9 @@ impl From<crate::store::FromOptionsError> for $os::Error {
     }
 }
 
+/// How many deletes of a held store's `delete_stream` go at once.
+const HELD_DELETES_AT_ONCE: usize = 10;
+
 /// The lease table's key for `path`: the store's prefix, then the path.
 fn lease_key(prefix: &str, path: &Path) -> String {
     format!("{prefix}{path}")
@@ -1113,6 +1122,10 @@ fn beaten_by_this_store(path: &Path, etag: &str) -> $os::Error {
 /// `e`, marked as the failure of a write that may have been applied, its variant kept.
 fn may_have_applied_too(e: $os::Error) -> $os::Error {
     use $os::Error as E;
+    if may_have_applied(&e) {
+        // Marked already (a held rename's inner lease): once is enough.
+        return e;
+    }
     let mark = |source| -> Box<dyn std::error::Error + Send + Sync + 'static> {
         Box::new(OutcomeUnknown { source })
     };
@@ -1257,12 +1270,15 @@ impl<T: ObjectStore + ?Sized> ObjectStore for CommitStore<T> {
     ) -> BoxStream<'static, Result<Path>> {
         use futures::StreamExt;
         if self.hold_paths {
+            // Each path under its own lease, several at a time (each may wait out the last
+            // write's lease), answered in the order asked.
             let store = Arc::new(self.shared());
             return locations
-                .then(move |location| {
+                .map(move |location| {
                     let store = store.clone();
                     async move { store.held_delete(location?).await }
                 })
+                .buffered(HELD_DELETES_AT_ONCE)
                 .boxed();
         }
         // A deleted object's create lease, kept unreleased since the create, goes now (in
@@ -1309,6 +1325,9 @@ impl<T: ObjectStore + ?Sized> ObjectStore for CommitStore<T> {
     }
 
     async fn rename_opts(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {
+        if self.hold_paths {
+            return self.held_rename(from, to, options).await;
+        }
         self.rename_guarded(from, to, options).await?;
         // The source is gone: its create lease, if kept, goes too.
         self.leases
@@ -1318,9 +1337,9 @@ impl<T: ObjectStore + ?Sized> ObjectStore for CommitStore<T> {
 }
 
 impl<T: ObjectStore + ?Sized> CommitStore<T> {
-    /// A delete with paths held: under the path's lease, left to expire, so that no
-    /// writer of the path goes ahead while an earlier attempt of the delete (its client
-    /// retried) may still land.
+    /// A delete with paths held: under the path's lease, released only once quiet, so
+    /// that no writer of the path goes ahead while an earlier attempt of the delete (its
+    /// client retried) may still land.
     async fn held_delete(&self, path: Path) -> Result<Path> {
         let check = || async { Ok(()) };
         let delete = || async { self.inner.delete(&path).await };
@@ -1341,6 +1360,42 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
             scope: self.scope,
             hold_paths: self.hold_paths,
         }
+    }
+
+    /// A rename with paths held: the inner rename (a copy to `to`, a delete of `from`)
+    /// under both paths' leases, taken in the order of their keys, so that two renames
+    /// crossing take them alike and neither waits on the other's first. Both are checked
+    /// under each lease: the source is there, and the target absent where it must be.
+    async fn held_rename(&self, from: &Path, to: &Path, options: RenameOptions) -> Result<()> {
+        let must_be_absent = matches!(options.target_mode, RenameTargetMode::Create);
+        let check = || async move {
+            self.inner.head(from).await?;
+            if must_be_absent {
+                self.check_absent(to).await?;
+            }
+            Ok(())
+        };
+        let rename = || async move {
+            if must_be_absent {
+                self.copy_under_lease(from, to, CopyOptions::new(), Some(options))
+                    .await
+            } else {
+                self.inner.rename_opts(from, to, options).await
+            }
+        };
+        let (first, second) = if lease_key(&self.lease_prefix, from) <= lease_key(&self.lease_prefix, to)
+        {
+            (from, to)
+        } else {
+            (to, from)
+        };
+        if first == second {
+            return self.guarded(first, CREATE_ETAG, check, None, rename).await;
+        }
+        self.guarded(first, CREATE_ETAG, check, None, || {
+            self.guarded(second, CREATE_ETAG, check, None, rename)
+        })
+        .await
     }
 
     /// The rename itself, through the lease if the target must be absent.

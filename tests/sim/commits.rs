@@ -420,8 +420,10 @@ fn check(
                 // A new life of the path begins: one acknowledged create again.
                 acknowledged_creates = 0;
                 deleted_in_its_call(world, path, applied, i, ops);
+                landed_together(world, path, applied, i);
                 continue;
             }
+            landed_together(world, path, applied, i);
             let Some(op) = ops.get(&write.payload) else {
                 world.violation(format!("{path}: unknown write {}", write.payload));
                 continue;
@@ -566,6 +568,30 @@ fn deleted_in_its_call(
                 "not acknowledged"
             },
             op.issued - world.origin
+        ));
+    }
+}
+
+/// Where `applied[i]` is a second landing of one operation of ours (a write applied again
+/// by its client's retry, a delete's lingering first attempt), nothing of another
+/// operation landed on the path between the two: a lease that covers every attempt of an
+/// operation keeps others off the path until the last has landed.
+fn landed_together(world: &World, path: &Path, applied: &[Applied], i: usize) {
+    let this = &applied[i];
+    if this.payload.is_empty() {
+        return;
+    }
+    let Some(earlier) = applied[..i].iter().rposition(|w| w.payload == this.payload) else {
+        return;
+    };
+    // A deleter outside our processes (a plain client) is outside every lease.
+    if let Some(between) = applied[earlier + 1..i]
+        .iter()
+        .find(|w| !w.payload.is_empty() && w.payload != this.payload)
+    {
+        world.violation(format!(
+            "{path}: {} landed twice, {} between its landings",
+            this.payload, between.payload
         ));
     }
 }

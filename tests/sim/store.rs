@@ -358,13 +358,15 @@ impl StoreLink {
         tokio::spawn(async move {
             tokio::time::sleep(to).await;
             store.remove(&location, &deleter);
-            tokio::time::sleep(back).await;
             if let Some(linger) = linger {
+                // The retry's answer, at once; the first attempt lands up to T later (as a
+                // lingering put's does: within assumption 4's bound of its sending).
                 let _ = answer.send(Ok(location.clone()));
                 tokio::time::sleep(linger).await;
                 store.remove(&location, &deleter);
                 return;
             }
+            tokio::time::sleep(back).await;
             let _ = answer.send(if lost {
                 Err(generic("timed out waiting for the answer"))
             } else {
