@@ -258,17 +258,32 @@ impl Lease {
     }
 }
 
-/// What becomes of a guarded operation's lease once the operation succeeded.
+/// How a guarded operation of [`LeaseManager::run_conditional`] ends: what becomes of its
+/// lease, and which of its errors say that nothing was sent.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Ending<E> {
+    /// What becomes of the lease once the operation has been sent.
+    pub end: LeaseEnd,
+    /// Whether an operation error says the operation sent nothing (it was itself a
+    /// guarded call that failed before sending).
+    pub sent_nothing: fn(&E) -> bool,
+}
+
+/// What becomes of a guarded operation's lease once the operation has been sent. (A lease
+/// under which nothing was sent is released at once, whatever this says.)
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum AfterSuccess {
-    /// Released in the background: the next writer takes it at once.
+pub(crate) enum LeaseEnd {
+    /// Released in the background after a success: the next writer takes it at once.
+    /// After a failure, kept until it expires.
     Release,
-    /// A create's lease: kept for [`LeaseManager::release_deferred`] where the manager
-    /// [keeps create leases](LeaseManager::keep_create_leases), else released.
+    /// A create's lease: after a success, kept for [`LeaseManager::release_deferred`]
+    /// where the manager [keeps create leases](LeaseManager::keep_create_leases), else
+    /// released. After a failure, kept until it expires.
     KeepCreate,
-    /// Left unrenewed and released once `timeout x skew` has passed since its last write:
-    /// an earlier attempt of the operation, which its client retried, may still land
-    /// until then, and nobody else may write the path until it has.
+    /// Left unrenewed, whatever the outcome, and released once `timeout x skew` has passed
+    /// since its last write: an earlier attempt of the operation, which its client
+    /// retried, may still land until then, and nobody else may write the path until it
+    /// has.
     ReleaseOnceQuiet,
 }
 
@@ -641,7 +656,10 @@ impl LeaseManager {
             check,
             None::<Beaten<fn() -> E, T>>,
             operation,
-            AfterSuccess::Release,
+            Ending {
+                end: LeaseEnd::Release,
+                sent_nothing: |_| false,
+            },
         )
         .await
     }
@@ -649,7 +667,10 @@ impl LeaseManager {
     /// [`run_guarded`](Self::run_guarded) for a conditional write by a caller that calls
     /// [`release_deferred`](Self::release_deferred) when it deletes an object (as
     /// `CommitStore` does, for its puts, copies and renames):
-    /// - once the operation succeeded, its lease goes as `after` says;
+    /// - once the operation has been sent, its lease goes as `ending.end` says; an
+    ///   operation error for which `ending.sent_nothing` holds (the operation's own guarded call failed before
+    ///   sending) counts as a failed check: the lease is released at once, and the error
+    ///   is a [`GuardError::Check`];
     /// - `beaten`, if given, lets an operation that waited behind another of this
     ///   manager's on the same lease, which succeeded, fail without a request where that
     ///   success settles it (see `guard`); without it, `check` decides.
@@ -660,7 +681,7 @@ impl LeaseManager {
         check: C,
         beaten: Option<Beaten<B, T>>,
         operation: W,
-        after: AfterSuccess,
+        ending: Ending<E>,
     ) -> Result<T, GuardError<E>>
     where
         C: FnMut() -> CF,
@@ -669,13 +690,12 @@ impl LeaseManager {
         W: FnOnce() -> WF,
         WF: Future<Output = Result<T, E>>,
     {
-        self.guard(path, etag, check, beaten, operation, after)
+        self.guard(path, etag, check, beaten, operation, ending)
             .await
     }
 
     /// The protocol of [`run_guarded`](Self::run_guarded); `beaten` as in
-    /// [`run_conditional`](Self::run_conditional); `after` says what becomes of the lease
-    /// once the operation succeeded.
+    /// [`run_conditional`](Self::run_conditional), as is `ending`.
     async fn guard<T, E, C, CF, B, W, WF>(
         &self,
         path: &str,
@@ -683,7 +703,7 @@ impl LeaseManager {
         mut check: C,
         beaten: Option<Beaten<B, T>>,
         operation: W,
-        after: AfterSuccess,
+        ending: Ending<E>,
     ) -> Result<T, GuardError<E>>
     where
         C: FnMut() -> CF,
@@ -692,6 +712,7 @@ impl LeaseManager {
         W: FnOnce() -> WF,
         WF: Future<Output = Result<T, E>>,
     {
+        let Ending { end, sent_nothing } = ending;
         // Tasks of this manager racing for this lease go one at a time (`queue.rs`): their
         // race is settled here, before any lease request. One queued before a successful
         // write ahead of it was sent overlapped that write's landing, so it may fail as if
@@ -735,7 +756,7 @@ impl LeaseManager {
         // version it holds) the lease stays kept, and nothing is written. Otherwise our own
         // record would be waited out like a stranger's, for timeout x skew; releasing it
         // is as safe as any release of a finished create's lease.
-        let kept = if after == AfterSuccess::KeepCreate {
+        let kept = if end == LeaseEnd::KeepCreate {
             self.take_deferred(path)
         } else {
             None
@@ -807,9 +828,9 @@ impl LeaseManager {
                 front.succeeded(etag_after.and_then(|after| after(&out)));
                 self.note_hold(self.clock.now().saturating_duration_since(holding));
                 pressure.note_success();
-                match after {
-                    AfterSuccess::KeepCreate if self.deferred.is_some() => self.keep(lease),
-                    AfterSuccess::ReleaseOnceQuiet
+                match end {
+                    LeaseEnd::KeepCreate if self.deferred.is_some() => self.keep(lease),
+                    LeaseEnd::ReleaseOnceQuiet
                         if !self.planted(PlantedBug::HeldPathReleasedAtOnce) =>
                     {
                         self.release_once_quiet(lease)
@@ -818,9 +839,16 @@ impl LeaseManager {
                 }
                 Ok(out)
             }
+            Ok(Err(GuardError::Operation(e))) if sent_nothing(&e) => {
+                self.release_in_background(lease);
+                Err(GuardError::Check(e))
+            }
             Ok(Err(GuardError::Operation(e))) => {
                 if self.planted(PlantedBug::ReleaseAfterFailedWrite) {
                     self.release_in_background(lease);
+                } else if end == LeaseEnd::ReleaseOnceQuiet {
+                    // Every attempt sent under it has landed once quiet, failed or not.
+                    self.release_once_quiet(lease);
                 }
                 Err(GuardError::Operation(e))
             }
@@ -831,6 +859,10 @@ impl LeaseManager {
             }
             Err(lost) => {
                 if front.has_sent() {
+                    if end == LeaseEnd::ReleaseOnceQuiet {
+                        // Conditional on our generation: harmless if another has it now.
+                        self.release_once_quiet(lease);
+                    }
                     return Err(GuardError::Abandoned(lost));
                 }
                 // Lost before the operation was called: nothing was sent, so the lease (if
@@ -1523,7 +1555,9 @@ impl LeaseManager {
     /// Until then waiters wait as for a live holder; after, they take it at once, rather
     /// than `timeout x skew` from whenever they first see the record (which may be long
     /// after it went quiet). Lost with the process: then waiters wait for expiry.
+    /// [`settled`](Self::settled) waits for it.
     fn release_once_quiet(&self, lease: Lease) {
+        use std::sync::atomic::Ordering;
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
@@ -1531,14 +1565,18 @@ impl LeaseManager {
             .clock
             .sleep_until(lease.written_at + lease.timeout * self.config.max_clock_skew_rate);
         let manager = self.clone();
+        self.background.in_flight.fetch_add(1, Ordering::SeqCst);
+        let guard = InFlight(self.background.clone());
         runtime.spawn(async move {
+            let _guard = guard;
             quiet.await;
-            manager.release_in_background(lease);
+            manager.release_quietly(lease).await;
         });
     }
 
     /// Waits until every release this manager (or a clone) sent in the background has
-    /// been answered: before a process exits (so the next writer of a path whose
+    /// been answered (held paths' releases too, each `timeout x skew` after its lease's
+    /// last write: `CommitStore::hold_paths`): before a process exits (so the next writer of a path whose
     /// operation just finished, or whose object was just deleted, need not wait for
     /// expiry), and in benchmarks, so that one target's background work does not weigh
     /// on the next one's timing.

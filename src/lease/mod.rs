@@ -22,7 +22,7 @@ pub use clock::{Clock, SystemClock};
 pub use config::{ConfigError, DEFAULT_TABLE, LeaseConfig, MAX_TIMEOUT, MAX_TTL};
 pub use dynamo::{BROKEN_BY_OPERATOR, DynamoLeaseTable, LEASE_NAMESPACE, SetupError};
 pub use manager::{AcquireError, GuardError, Lease, LeaseError, LeaseManager, Waiting};
-pub(crate) use manager::{AfterSuccess, Beaten, bare_etag, lease_etag, same_etag};
+pub(crate) use manager::{Beaten, Ending, LeaseEnd, bare_etag, lease_etag, same_etag};
 pub use memory::MemoryLeaseTable;
 #[cfg(feature = "planted-bugs")]
 pub use planted::PlantedBug;

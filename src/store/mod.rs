@@ -40,7 +40,7 @@ use $os::{
 use tracing::Instrument;
 
 use crate::lease::{
-    AfterSuccess, Beaten, CREATE_ETAG, GuardError, LeaseError, LeaseManager, PlantedBug,
+    Beaten, CREATE_ETAG, Ending, GuardError, LeaseEnd, LeaseError, LeaseManager, PlantedBug,
 };
 use crate::store::OutcomeUnknown;
 use crate::store::conditions::{Conditions, Enforced};
@@ -836,20 +836,42 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
         W: FnOnce() -> WF,
         WF: Future<Output = Result<R>>,
     {
+        self.guarded_with(path, etag, check, etag_after, write, |_| false)
+            .await
+    }
+
+    /// [`Self::guarded`], where a `write` error for which `sent_nothing` holds is a clean
+    /// failure (the write was itself a guarded call that failed before sending: a held
+    /// rename's second lease).
+    async fn guarded_with<R, C, CF, W, WF>(
+        &self,
+        path: &Path,
+        etag: &str,
+        check: C,
+        etag_after: Option<fn(&R) -> Option<String>>,
+        write: W,
+        sent_nothing: fn(&$os::Error) -> bool,
+    ) -> Result<R>
+    where
+        C: FnMut() -> CF,
+        CF: Future<Output = Result<()>>,
+        W: FnOnce() -> WF,
+        WF: Future<Output = Result<R>>,
+    {
         let span = tracing::debug_span!("conditional_write", %path, etag);
         let key = lease_key(&self.lease_prefix, path);
-        let (lease_etag, etag_after, after) = if self.hold_paths {
+        let (lease_etag, etag_after, end) = if self.hold_paths {
             // One lease for every write of the path, whatever it expects (a version read
             // by another writer meanwhile is no other lease), released once quiet; the queue's
             // settling, which reads a success ahead by what this write expects of the same
             // lease, is left out too (the check decides).
-            (CREATE_ETAG.to_owned(), None, AfterSuccess::ReleaseOnceQuiet)
+            (CREATE_ETAG.to_owned(), None, LeaseEnd::ReleaseOnceQuiet)
         } else if etag == CREATE_ETAG {
-            (etag.to_owned(), etag_after, AfterSuccess::KeepCreate)
+            (etag.to_owned(), etag_after, LeaseEnd::KeepCreate)
         } else {
             // One version, one lease, whichever form of its ETag the caller read (a PUT's
             // answer and a HEAD's need not write it alike).
-            (crate::lease::lease_etag(etag), etag_after, AfterSuccess::Release)
+            (crate::lease::lease_etag(etag), etag_after, LeaseEnd::Release)
         };
         let beaten = etag_after.map(|etag_after| Beaten {
             scope: self.scope,
@@ -857,7 +879,7 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
             etag_after,
         });
         self.leases
-            .run_conditional(&key, &lease_etag, check, beaten, write, after)
+            .run_conditional(&key, &lease_etag, check, beaten, write, Ending { end, sent_nothing })
             .instrument(span)
             .await
             .map_err(|e| match e {
@@ -1272,6 +1294,8 @@ impl<T: ObjectStore + ?Sized> ObjectStore for CommitStore<T> {
         if self.hold_paths {
             // Each path under its own lease, several at a time (each may wait out the last
             // write's lease), answered in the order asked.
+            // Renewed only while the stream is polled, as any guarded call only while it
+            // is awaited: read it to its end, as `try_collect` does.
             let store = Arc::new(self.shared());
             return locations
                 .map(move |location| {
@@ -1392,10 +1416,12 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
         if first == second {
             return self.guarded(first, CREATE_ETAG, check, None, rename).await;
         }
-        self.guarded(first, CREATE_ETAG, check, None, || {
-            self.guarded(second, CREATE_ETAG, check, None, rename)
-        })
-        .await
+        // The second lease's clean failures (its check, its acquisition) are the rename's:
+        // nothing was sent under the first either.
+        let inner = || self.guarded(second, CREATE_ETAG, check, None, rename);
+        let clean = |e: &$os::Error| !may_have_applied(e);
+        self.guarded_with(first, CREATE_ETAG, check, None, inner, clean)
+            .await
     }
 
     /// The rename itself, through the lease if the target must be absent.

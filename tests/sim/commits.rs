@@ -15,7 +15,7 @@ use tokio::time::Instant;
 
 use super::clock::NodeClock;
 use super::old::OldWriter;
-use super::store::{Applied, DELETER, SimStore, StoreLink};
+use super::store::{Applied, COPIER, DELETER, SimStore, StoreLink};
 use super::table::{NodeTable, SimTable, TASK};
 use super::world::{RUN_FOR, World, node_leases};
 
@@ -23,6 +23,8 @@ const NODES: usize = 4;
 const PATHS: u64 = 3;
 /// Lock-style paths: created if absent, deleted if present, never updated.
 const LOCKS: u64 = 2;
+/// Copy and rename targets: copied or renamed to if absent, deleted if present.
+const COPY_TARGETS: u64 = 2;
 
 /// What an operation asked for.
 #[derive(Debug, Clone)]
@@ -192,6 +194,62 @@ impl Node<'_> {
         ));
     }
 
+    /// A copy or a rename to a shared target if it is absent, from an object this
+    /// operation stages first under a path of its own (as a Delta writer's temporary
+    /// file: the contenders' sources differ); or, if the target is there, its delete.
+    /// The target's history names the operation `payload`; a rename's delete of its
+    /// source is the operation `payload-source`.
+    async fn copy_or_rename(&self, process: &CommitStore, payload: &str) {
+        let (world, registry) = (self.world, self.registry);
+        let note = |name: &str, kind: Kind, path: &Path| {
+            registry
+                .lock()
+                .unwrap()
+                .insert(name.to_owned(), Op::new(kind, path));
+        };
+        let ended = |name: &str, ok: bool| {
+            if let Some(op) = registry.lock().unwrap().get_mut(name) {
+                op.ended = Some(Instant::now());
+                op.acknowledged = ok;
+            }
+        };
+        let target = Path::from(format!("copy/{}", world.pick(0..COPY_TARGETS)));
+        match StoreLink(self.store.clone()).head(&target).await {
+            Ok(_) => {
+                note(payload, Kind::Delete, &target);
+                let deleted = DELETER
+                    .scope(payload.to_owned(), process.delete(&target))
+                    .await;
+                ended(payload, deleted.is_ok());
+            }
+            Err(object_store::Error::NotFound { .. }) => {
+                let staged = format!("{payload}-staged");
+                let stage = Path::from(format!("stage/{payload}"));
+                note(&staged, Kind::Create, &stage);
+                if process.put(&stage, staged.clone().into()).await.is_err() {
+                    return;
+                }
+                ended(&staged, true);
+                let rename = world.chance(0.5);
+                note(payload, Kind::Create, &target);
+                let source = format!("{payload}-source");
+                let done = if rename {
+                    note(&source, Kind::Delete, &stage);
+                    let renamed = process.rename_if_not_exists(&stage, &target);
+                    let renamed = DELETER.scope(source.clone(), renamed);
+                    let done = COPIER.scope(payload.to_owned(), renamed).await;
+                    ended(&source, done.is_ok());
+                    done
+                } else {
+                    let copied = process.copy_if_not_exists(&stage, &target);
+                    COPIER.scope(payload.to_owned(), copied).await
+                };
+                ended(payload, done.is_ok());
+            }
+            Err(_) => {}
+        }
+    }
+
     /// One task's operations, one after another until the run ends.
     async fn task(&self, task: usize) {
         let (world, id, registry) = (self.world, self.id, self.registry);
@@ -203,6 +261,21 @@ impl Node<'_> {
             seq += 1;
             let payload = format!("node{id}.{task}-op{seq}");
             let process = self.current();
+            if world.copies && world.chance(world.profile.copy_ops) {
+                if world
+                    .unless_crashed(self.copy_or_rename(&process, &payload))
+                    .await
+                    .is_none()
+                {
+                    for op in [payload.clone(), format!("{payload}-source")] {
+                        if let Some(op) = registry.lock().unwrap().get_mut(&op) {
+                            op.ended.get_or_insert_with(Instant::now);
+                        }
+                    }
+                    self.restart();
+                }
+                continue;
+            }
             if world.chance(world.profile.create_delete) {
                 let path = Path::from(format!("lock/{}", world.pick(0..LOCKS)));
                 let exists = match reader.head(&path).await {

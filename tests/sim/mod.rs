@@ -14,6 +14,10 @@
 //! - objects deleted through `CommitStore` (lock-style paths, created if absent and
 //!   deleted if present), so kept create leases are released on delete while others
 //!   race to create the path again; deletes delayed in flight or their answers lost;
+//! - in seeds holding paths (`CommitStore::hold_paths` on every node): object writes
+//!   applied twice, and deletes whose first attempt lingers past the retry's answer;
+//! - in seeds that copy: copies and renames, if absent, of objects staged under paths of
+//!   their own to a few shared targets, which are deleted too;
 //! - a node's link to the table down for a while;
 //! - object stores that enforce conditions, ignore them, refuse their headers, or start
 //!   enforcing them mid-run, and answers writing ETags quoted or bare; node processes in

@@ -84,6 +84,9 @@ enum Condition {
 tokio::task_local! {
     /// The delete of ours a task is making (its name in the registry), for the history.
     pub static DELETER: String;
+    /// The copy of ours a task is making (its name in the registry): what the history
+    /// records as the target's writer.
+    pub static COPIER: String;
 }
 
 /// The store every node shares.
@@ -199,6 +202,40 @@ impl SimStore {
         Ok(self.apply(location, payload))
     }
 
+    /// Copies `from` to `to` now, if `condition` holds where the store enforces it, as
+    /// `copier`'s write with the source's ETag (the probe's copies: the source's writer's,
+    /// with a new one).
+    fn copy_now(
+        &self,
+        from: &Path,
+        to: &Path,
+        condition: &Condition,
+        copier: Option<String>,
+    ) -> Result<()> {
+        let source = self.state.lock().unwrap().objects.get(from).cloned();
+        let Some((body, etag)) = source else {
+            return Err(object_store::Error::NotFound {
+                path: from.to_string(),
+                source: "no such object".into(),
+            });
+        };
+        if self.enforcing() && matches!(condition, Condition::Absent) {
+            let state = self.state.lock().unwrap();
+            if state.objects.contains_key(to) {
+                return Err(object_store::Error::AlreadyExists {
+                    path: to.to_string(),
+                    source: "412 Precondition Failed (copy-if-not-exists)".into(),
+                });
+            }
+        }
+        match copier {
+            Some(copier) => self.apply_as(to, body, Some(etag), copier),
+            // The probe's copies, as they always were: a new ETag.
+            None => self.apply(to, body),
+        };
+        Ok(())
+    }
+
     /// A prompt, fault-free HEAD (an object_store 0.12.5 writer's): the ETag quoted, as
     /// S3 writes it (whatever this store's answers to our nodes do).
     pub async fn head_now(&self, location: &Path) -> Option<String> {
@@ -245,10 +282,25 @@ impl SimStore {
     }
 
     fn apply(&self, location: &Path, payload: Bytes) -> String {
-        let mut state = self.state.lock().unwrap();
-        state.etags += 1;
-        let etag = format!("v{}", state.etags);
         let text = String::from_utf8_lossy(&payload).into_owned();
+        self.apply_as(location, payload, None, text)
+    }
+
+    /// Applies `payload` at `location` as `writer`'s write, with `etag` (a copy keeps its
+    /// source's, as S3 does for one-part objects) or a new one.
+    fn apply_as(
+        &self,
+        location: &Path,
+        payload: Bytes,
+        etag: Option<String>,
+        writer: String,
+    ) -> String {
+        let mut state = self.state.lock().unwrap();
+        let etag = etag.unwrap_or_else(|| {
+            state.etags += 1;
+            format!("v{}", state.etags)
+        });
+        let text = writer;
         state
             .objects
             .insert(location.clone(), (payload, etag.clone()));
@@ -523,8 +575,10 @@ impl ObjectStore for StoreLink {
         })
     }
 
-    /// A copy (only the probe copies): the source read and the target written where it
-    /// lands, copy-if-not-exists treated as the store treats conditions.
+    /// A copy: the source read and the target written where it lands, with the source's
+    /// ETag, copy-if-not-exists treated as the store treats conditions. A node's copy
+    /// (made under `COPIER`) goes on the wire as a put does, slow or with its answer lost;
+    /// the probe's is prompt.
     async fn copy_opts(&self, from: &Path, to: &Path, options: CopyOptions) -> Result<()> {
         let store = &self.0;
         let condition = match options.mode {
@@ -538,14 +592,29 @@ impl ObjectStore for StoreLink {
                 source: "copy-if-not-exists is not configured".into(),
             });
         }
-        tokio::time::sleep(store.world.delay(0.0, T)).await;
-        let source = store.state.lock().unwrap().objects.get(from).cloned();
-        let Some((body, _)) = source else {
-            return Err(object_store::Error::NotFound {
-                path: from.to_string(),
-                source: "no such object".into(),
-            });
+        let Ok(copier) = COPIER.try_with(Clone::clone) else {
+            tokio::time::sleep(store.world.delay(0.0, T)).await;
+            return store.copy_now(from, to, &condition, None);
         };
-        store.apply_if(to, body, &condition).map(|_| ())
+        let world = &store.world;
+        let p = &world.profile;
+        let to_store = world.delay(p.store_slow_write, T * 3 / 2);
+        let back = world.delay(p.store_slow_answer, T);
+        let lost = world.chance(p.store_lost_answer);
+        let (store, from, to) = (store.clone(), from.clone(), to.clone());
+        let (answer, answered) = tokio::sync::oneshot::channel();
+        // On the wire from here: it lands whether or not the caller still waits.
+        tokio::spawn(async move {
+            tokio::time::sleep(to_store).await;
+            let outcome = store.copy_now(&from, &to, &condition, Some(copier));
+            tokio::time::sleep(back).await;
+            let _ = answer.send(match outcome {
+                Ok(()) if lost => Err(generic("timed out waiting for the answer")),
+                other => other,
+            });
+        });
+        answered
+            .await
+            .unwrap_or_else(|_| Err(generic("the request was lost")))
     }
 }

@@ -88,6 +88,13 @@ pub struct Profile {
     /// The chance that a seed's nodes all hold paths (`CommitStore::hold_paths`): such a
     /// seed runs no object_store 0.12.5 writer.
     pub hold_paths: f64,
+    /// The chance that a seed's nodes also copy and rename (`copy_ops` of their
+    /// operations): each stages an object of its own and copies or renames it, if absent,
+    /// to one of a few shared targets, which they also delete.
+    pub copy_seeds: f64,
+    /// In a seed that copies, the chance that an operation is a copy or a rename (or the
+    /// delete of a target).
+    pub copy_ops: f64,
     /// HEAD or GET stalled (its answer, read on arrival, held up to 4 T).
     pub store_read_stall: f64,
     /// An operation goes to a lock-style path instead of a log object: created if absent,
@@ -147,6 +154,8 @@ impl Profile {
             store_lingering_delete: 0.1,
             edge_faults_without_holding: false,
             hold_paths: 0.25,
+            copy_seeds: 0.3,
+            copy_ops: 0.3,
             store_read_stall: 0.08,
             create_delete: 0.25,
             crash: 0.15,
@@ -222,6 +231,8 @@ pub struct World {
     pub profile: Profile,
     /// Whether this seed's nodes hold paths (`Profile::hold_paths`).
     pub holds_paths: bool,
+    /// Whether this seed's nodes copy and rename (`Profile::copy_seeds`).
+    pub copies: bool,
     /// Tokio time at the start.
     pub origin: Instant,
     rng: Mutex<StdRng>,
@@ -230,13 +241,17 @@ pub struct World {
 
 impl World {
     pub fn new(seed: u64, profile: Profile) -> Arc<Self> {
-        // Drawn apart from the seed's other numbers, so that seeds which do not hold paths
-        // run as they did before the choice existed.
-        let holds_paths = profile.hold_paths > 0.0
-            && StdRng::seed_from_u64(seed ^ 0x686f_6c64_7061_7468).random_bool(profile.hold_paths);
+        // Drawn apart from the seed's other numbers, so that seeds which neither hold paths
+        // nor copy run as they did before these choices existed.
+        let apart = |salt: u64, p: f64| {
+            p > 0.0 && StdRng::seed_from_u64(seed ^ salt).random_bool(p.min(1.0))
+        };
+        let holds_paths = apart(0x686f_6c64_7061_7468, profile.hold_paths);
+        let copies = apart(0x636f_7069_6573_0000, profile.copy_seeds);
         Arc::new(Self {
             profile,
             holds_paths,
+            copies,
             origin: Instant::now(),
             rng: Mutex::new(StdRng::seed_from_u64(seed)),
             violations: Mutex::default(),
