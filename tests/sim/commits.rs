@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use bytes::Bytes;
 use dynacommit::lease::PlantedBug;
 use dynacommit::{CommitStore, Conditions};
 use object_store::path::Path;
@@ -15,7 +16,7 @@ use tokio::time::Instant;
 
 use super::clock::NodeClock;
 use super::old::OldWriter;
-use super::store::{Applied, COPIER, DELETER, SimStore, StoreLink};
+use super::store::{Applied, COPIER, DELETER, SimStore, StoreLink, WRITER, content_hash};
 use super::table::{NodeTable, SimTable, TASK};
 use super::world::{RUN_FOR, World, node_leases};
 
@@ -61,8 +62,11 @@ struct Op {
     took: Option<Duration>,
     /// When the call was made.
     issued: Instant,
-    /// When a delete's call ended: its answer came, or its process crashed.
+    /// When a delete's or a log write's call ended: its answer came, or (a delete) its
+    /// process crashed.
     ended: Option<Instant>,
+    /// A log write's bytes, by `content_hash`.
+    content: Option<u64>,
 }
 
 impl Op {
@@ -75,6 +79,7 @@ impl Op {
             took: None,
             issued: Instant::now(),
             ended: None,
+            content: None,
         }
     }
 }
@@ -156,6 +161,7 @@ async fn node(
         registry: &registry,
         planted: &planted,
         process: &process,
+        read_before: Mutex::default(),
     };
     let tasks =
         (0..world.profile.tasks_per_node.max(1)).map(|task| TASK.scope(task, node.task(task)));
@@ -176,6 +182,8 @@ struct Node<'a> {
     /// The process as it is now: a crash of one task's operation restarts it for the
     /// operations that follow (a sibling's operation in progress keeps the old one).
     process: &'a Mutex<Arc<CommitStore>>,
+    /// The bytes this node last read of each log object, for writing them again later.
+    read_before: Mutex<BTreeMap<Path, Bytes>>,
 }
 
 impl Node<'_> {
@@ -248,6 +256,35 @@ impl Node<'_> {
             }
             Err(_) => {}
         }
+    }
+
+    /// An update of `path` writing bytes it held before: its current bytes again (A, A), or
+    /// half the time the bytes this node read of it last time, if they differ (A, B, A).
+    /// `None` if there is no object; `Some(Err(()))` if the read failed.
+    async fn bytes_held_before(
+        &self,
+        reader: &StoreLink,
+        path: &Path,
+    ) -> Option<Result<(Kind, Bytes), ()>> {
+        let found = match reader.get(path).await {
+            Ok(found) => found,
+            Err(object_store::Error::NotFound { .. }) => return None,
+            Err(_) => return Some(Err(())),
+        };
+        let etag = found.meta.e_tag.clone().unwrap_or_default();
+        let Ok(now) = found.bytes().await else {
+            return Some(Err(()));
+        };
+        let before = self
+            .read_before
+            .lock()
+            .unwrap()
+            .insert(path.clone(), now.clone());
+        let body = match before {
+            Some(before) if before != now && self.world.chance(0.5) => before,
+            _ => now,
+        };
+        Some(Ok((Kind::Update(etag), body)))
     }
 
     /// One task's operations, one after another until the run ends.
@@ -328,20 +365,40 @@ impl Node<'_> {
                 continue;
             }
             let path = Path::from(format!("log/{}", world.pick(0..PATHS)));
-            // Update what is there (as read, perhaps long ago), else create.
-            let kind = match reader.head(&path).await {
-                Ok(meta) => Kind::Update(meta.e_tag.unwrap_or_default()),
-                Err(object_store::Error::NotFound { .. }) => Kind::Create,
-                Err(_) => continue,
+            // Update what is there (as read, perhaps long ago), else create; or, where the
+            // store's ETags are digests, now and then write bytes the object held before.
+            let (kind, body) = if world.content_etags && world.chance(world.profile.rewrites) {
+                match self.bytes_held_before(&reader, &path).await {
+                    Some(Ok(found)) => found,
+                    Some(Err(())) => continue,
+                    None => (Kind::Create, Bytes::from(payload.clone())),
+                }
+            } else {
+                match reader.head(&path).await {
+                    Ok(meta) => (
+                        Kind::Update(meta.e_tag.unwrap_or_default()),
+                        Bytes::from(payload.clone()),
+                    ),
+                    Err(object_store::Error::NotFound { .. }) => {
+                        (Kind::Create, Bytes::from(payload.clone()))
+                    }
+                    Err(_) => continue,
+                }
             };
             let mode = kind.mode();
-            registry
-                .lock()
-                .unwrap()
-                .insert(payload.clone(), Op::new(kind, &path));
+            let mut op = Op::new(kind, &path);
+            op.content = Some(content_hash(&body));
+            registry.lock().unwrap().insert(payload.clone(), op);
             let started = Instant::now();
-            let put = process.put_opts(&path, payload.clone().into(), mode.into());
-            match world.unless_crashed(put).await {
+            let put = WRITER.scope(
+                payload.clone(),
+                process.put_opts(&path, body.into(), mode.into()),
+            );
+            let put = world.unless_crashed(put).await;
+            if let (Some(_), Some(op)) = (&put, registry.lock().unwrap().get_mut(&payload)) {
+                op.ended = Some(Instant::now());
+            }
+            match put {
                 Some(Ok(_)) => {
                     if let Some(op) = registry.lock().unwrap().get_mut(&payload) {
                         op.acknowledged = true;
@@ -567,7 +624,19 @@ fn check(
         }
     }
     for (payload, op) in ops {
-        let landed = history.values().flatten().any(|w| w.payload == *payload);
+        // An acknowledged write of bytes the object held anyway (a rewrite refused over
+        // the same bytes written by another, read as its own: docs/protocol.md, "Bytes
+        // equal to ours are taken for ours") counts if those bytes were there by its end.
+        let landed = history.values().flatten().any(|w| w.payload == *payload)
+            || op.content.is_some_and(|content| {
+                history.get(&op.path).is_some_and(|writes| {
+                    writes.iter().any(|w| {
+                        !w.deleted
+                            && w.content == content
+                            && op.ended.is_none_or(|ended| w.at <= ended)
+                    })
+                })
+            });
         if op.acknowledged && !landed && !matches!(op.kind, Kind::Delete) {
             world.violation(format!("acknowledged write {payload} never landed"));
         }

@@ -16,6 +16,8 @@
 //!   race to create the path again; deletes delayed in flight or their answers lost;
 //! - in seeds holding paths (`CommitStore::hold_paths` on every node): object writes
 //!   applied twice, and deletes whose first attempt lingers past the retry's answer;
+//! - in seeds whose ETags are digests of the bytes: updates writing bytes the object held
+//!   before (A, A and A, B, A), so that ETags come back;
 //! - in seeds that copy: copies and renames, if absent, of objects staged under paths of
 //!   their own to a few shared targets, which are deleted too;
 //! - a node's link to the table down for a while;

@@ -31,6 +31,8 @@ pub struct Applied {
     pub payload: String,
     /// The ETag the store gave it (empty for a delete).
     pub etag: String,
+    /// A hash of the bytes written (0 for a delete).
+    pub content: u64,
     /// A delete: the object was removed (`payload` names the delete of ours that removed
     /// it, or is empty for a deleter outside our processes).
     pub deleted: bool,
@@ -87,6 +89,17 @@ tokio::task_local! {
     /// The copy of ours a task is making (its name in the registry): what the history
     /// records as the target's writer.
     pub static COPIER: String;
+    /// The put of ours a task is making (its name in the registry), for the history: its
+    /// bytes may be another write's.
+    pub static WRITER: String;
+}
+
+/// A digest of `bytes`, the same in every run.
+pub fn content_hash(bytes: &[u8]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut hasher = std::hash::DefaultHasher::new();
+    bytes.hash(&mut hasher);
+    hasher.finish()
 }
 
 /// The store every node shares.
@@ -168,7 +181,13 @@ impl SimStore {
 
     /// Applies `payload` at `location` if `condition` holds now (always, where the store
     /// does not enforce): the bare ETag given, or the error a refusal answers.
-    fn apply_if(&self, location: &Path, payload: Bytes, condition: &Condition) -> Result<String> {
+    fn apply_if(
+        &self,
+        location: &Path,
+        payload: Bytes,
+        condition: &Condition,
+        writer: &Option<String>,
+    ) -> Result<String> {
         if self.enforcing() {
             let state = self.state.lock().unwrap();
             let current = state.objects.get(location).map(|(_, etag)| etag.as_str());
@@ -199,7 +218,10 @@ impl SimStore {
                 _ => {}
             }
         }
-        Ok(self.apply(location, payload))
+        Ok(match writer {
+            Some(writer) => self.apply_as(location, payload, None, writer.clone()),
+            None => self.apply(location, payload),
+        })
     }
 
     /// Copies `from` to `to` now, if `condition` holds where the store enforces it, as
@@ -295,10 +317,17 @@ impl SimStore {
         etag: Option<String>,
         writer: String,
     ) -> String {
+        let content = content_hash(&payload);
         let mut state = self.state.lock().unwrap();
+        // Where ETags are the bytes' digest (S3's, for one-part objects), the same bytes
+        // written again get the same ETag.
         let etag = etag.unwrap_or_else(|| {
-            state.etags += 1;
-            format!("v{}", state.etags)
+            if self.world.content_etags {
+                format!("h{content:016x}")
+            } else {
+                state.etags += 1;
+                format!("v{}", state.etags)
+            }
         });
         let text = writer;
         state
@@ -311,6 +340,7 @@ impl SimStore {
             .push(Applied {
                 payload: text,
                 etag: etag.clone(),
+                content,
                 deleted: false,
                 at: tokio::time::Instant::now(),
             });
@@ -329,6 +359,7 @@ impl SimStore {
                 .push(Applied {
                     payload: deleter.to_owned(),
                     etag: String::new(),
+                    content: 0,
                     deleted: true,
                     at: tokio::time::Instant::now(),
                 });
@@ -465,6 +496,7 @@ impl ObjectStore for StoreLink {
         let to = world.delay(p.store_slow_write, T * 3 / 2);
         let back = world.delay(p.store_slow_answer, T);
         let fate = store.fate();
+        let writer = WRITER.try_with(Clone::clone).ok();
         let body = Bytes::from(payload);
         let location = location.clone();
         let (answer, answered) = tokio::sync::oneshot::channel();
@@ -477,17 +509,17 @@ impl ObjectStore for StoreLink {
                 return;
             }
             let outcome = match fate {
-                Fate::Normal => store.apply_if(&location, body, &condition),
+                Fate::Normal => store.apply_if(&location, body, &condition, &writer),
                 Fate::LostAnswer => {
-                    let _ = store.apply_if(&location, body, &condition);
+                    let _ = store.apply_if(&location, body, &condition, &writer);
                     Err(generic("timed out waiting for the answer"))
                 }
                 Fate::Failed => Err(generic("500 Internal Server Error, not applied")),
                 Fate::Duplicated(retry_after) => {
-                    let _ = store.apply_if(&location, body.clone(), &condition);
+                    let _ = store.apply_if(&location, body.clone(), &condition, &writer);
                     tokio::time::sleep(retry_after).await;
                     // The retry meets the first attempt: refused where it is enforced.
-                    store.apply_if(&location, body, &condition)
+                    store.apply_if(&location, body, &condition, &writer)
                 }
                 Fate::KnownErrorAfterRetry(linger) => {
                     // Attempt 1 is stuck in the store; the client's retry is refused.
@@ -496,7 +528,7 @@ impl ObjectStore for StoreLink {
                         source: "403 on the retry".into(),
                     }));
                     tokio::time::sleep(linger).await;
-                    let _ = store.apply_if(&location, body, &condition);
+                    let _ = store.apply_if(&location, body, &condition, &writer);
                     return;
                 }
             };

@@ -95,6 +95,12 @@ pub struct Profile {
     /// In a seed that copies, the chance that an operation is a copy or a rename (or the
     /// delete of a target).
     pub copy_ops: f64,
+    /// The chance that a seed's store gives the same bytes the same ETag (their digest,
+    /// as S3's): its nodes then also write bytes a path held before (`rewrites`).
+    pub content_etag_seeds: f64,
+    /// In such a seed, the chance that an update of a log object writes bytes it held
+    /// before: the current version's again, or an earlier one's (A, B, A).
+    pub rewrites: f64,
     /// HEAD or GET stalled (its answer, read on arrival, held up to 4 T).
     pub store_read_stall: f64,
     /// An operation goes to a lock-style path instead of a log object: created if absent,
@@ -156,6 +162,8 @@ impl Profile {
             hold_paths: 0.25,
             copy_seeds: 0.3,
             copy_ops: 0.3,
+            content_etag_seeds: 0.3,
+            rewrites: 0.3,
             store_read_stall: 0.08,
             create_delete: 0.25,
             crash: 0.15,
@@ -233,6 +241,8 @@ pub struct World {
     pub holds_paths: bool,
     /// Whether this seed's nodes copy and rename (`Profile::copy_seeds`).
     pub copies: bool,
+    /// Whether this seed's store gives ETags by content (`Profile::content_etag_seeds`).
+    pub content_etags: bool,
     /// Tokio time at the start.
     pub origin: Instant,
     rng: Mutex<StdRng>,
@@ -248,10 +258,12 @@ impl World {
         };
         let holds_paths = apart(0x686f_6c64_7061_7468, profile.hold_paths);
         let copies = apart(0x636f_7069_6573_0000, profile.copy_seeds);
+        let content_etags = apart(0x6162_6162_6162_6100, profile.content_etag_seeds);
         Arc::new(Self {
             profile,
             holds_paths,
             copies,
+            content_etags,
             origin: Instant::now(),
             rng: Mutex::new(StdRng::seed_from_u64(seed)),
             violations: Mutex::default(),
