@@ -6,4 +6,4 @@
 # sizes (every scenario and its checks, timings meaningless: scripts/test.sh does).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-exec scripts/services.sh run -- sh -c 'cargo bench --quiet --bench protocols && cargo bench --quiet --bench kv'
+exec scripts/services.sh run -- sh -c 'cargo bench --quiet --features harness --bench protocols && cargo bench --quiet --bench kv'

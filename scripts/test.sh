@@ -14,8 +14,9 @@ fi
 # Every build below uses one feature set, so nothing is compiled twice: the planted bugs
 # (switches the simulator's tests flip; absent from production builds), the wrapper for
 # object_store 0.13 with that version's own integration helpers, and the deltalake
-# integration (tests/deltalake_race.rs).
-FEATURES="planted-bugs,object-store-013-conformance,deltalake"
+# integration (tests/deltalake_race.rs), and the command line (which brings the harness:
+# the races and benchmark scenarios).
+FEATURES="planted-bugs,object-store-013-conformance,deltalake,cli"
 
 echo "== cargo fmt --check"
 cargo fmt --check
@@ -24,6 +25,13 @@ cargo fmt --check
 echo "== cargo clippy --all-targets -- -D warnings (with and without planted-bugs)"
 cargo clippy --all-targets --quiet -- -D warnings
 cargo clippy --all-targets --quiet --features "$FEATURES" -- -D warnings
+# The library is a library: a default build pulls in no command-line crate.
+echo "== cargo tree: a default build has no command-line dependency"
+tree="$(cargo tree --quiet -e normal -p dynacommit --prefix none)"
+if grep -E '^(clap|indicatif) ' <<<"$tree"; then
+	echo "a default build of the library depends on a command-line crate (above)" >&2
+	exit 1
+fi
 echo "== cargo doc"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet --features "$FEATURES"
 if cargo nextest --version >/dev/null 2>&1; then
@@ -49,6 +57,6 @@ echo "== benchmark smoke run (every scenario and its checks, tiny sizes; timings
 DYNACOMMIT_BENCH_SMOKE=1 timeout --kill-after=10s 5m \
 	cargo test --quiet --features "$FEATURES" --bench protocols --bench kv >/dev/null
 echo "== README command 1"
-cargo run --quiet -- race
+cargo run --quiet --features cli -- race
 echo "== doc tests"
 cargo test --doc --quiet --features "$FEATURES"

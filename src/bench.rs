@@ -551,6 +551,7 @@ pub async fn scale(
 }
 
 /// CPU time (user + system) this process has used; zero where it cannot be read.
+#[cfg(unix)]
 pub fn cpu_time() -> Duration {
     // SAFETY: `usage` is a plain C struct, valid when zeroed, that the call fills.
     let mut usage: libc::rusage = unsafe { std::mem::zeroed() };
@@ -563,6 +564,12 @@ pub fn cpu_time() -> Duration {
             + Duration::from_micros(u64::try_from(t.tv_usec).unwrap_or(0))
     };
     tv(usage.ru_utime) + tv(usage.ru_stime)
+}
+
+/// CPU time this process has used: not read outside Unix, so zero.
+#[cfg(not(unix))]
+pub fn cpu_time() -> Duration {
+    Duration::ZERO
 }
 
 /// This process's resident set size in bytes (Linux: `/proc/self/status`); zero elsewhere.

@@ -14,14 +14,17 @@
 //!   errors, table provisioning.
 //! - `deltalake` (feature `deltalake`) registers deltalake-core's `s3://` stores as
 //!   `v013::CommitStore`s, so Delta tables commit through the leases.
-//! - [`race`] is the Delta-style commit race that proves it, and the Iceberg-style
-//!   pointer race that proves compare-and-swap.
+//! - `race` (feature `harness`) is the Delta-style commit race that proves it, and the
+//!   Iceberg-style pointer race that proves compare-and-swap; `bench` (the same feature)
+//!   the benchmark scenarios. The `dynacommit` command line is feature `cli`; a default
+//!   build has neither.
 //!
 //! The protocol and its guarantees are in `docs/protocol.md`.
 #![deny(missing_docs)]
 #![deny(clippy::unwrap_used, clippy::expect_used)]
 #![cfg_attr(test, allow(clippy::unwrap_used, clippy::expect_used))]
 
+#[cfg(feature = "harness")]
 pub mod bench;
 #[cfg(feature = "deltalake")]
 pub mod deltalake;
@@ -29,6 +32,7 @@ pub mod dynamo;
 pub mod kv;
 pub mod lease;
 pub mod lock;
+#[cfg(feature = "harness")]
 pub mod race;
 mod store;
 #[cfg(feature = "object-store-013")]

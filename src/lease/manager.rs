@@ -1623,16 +1623,27 @@ pub(crate) fn bare_etag(etag: &str) -> &str {
 
 /// `HOST pid PID` of this process, for people reading the table.
 fn this_process() -> String {
+    format!("{} pid {}", host_name(), std::process::id())
+}
+
+/// This machine's host name.
+#[cfg(unix)]
+fn host_name() -> String {
     let mut name = [0u8; 256];
     // SAFETY: the buffer is valid for its whole length, which is what we pass; the name is
     // cut at the first NUL (or the buffer's end) below.
-    let host = if unsafe { libc::gethostname(name.as_mut_ptr().cast(), name.len()) } == 0 {
+    if unsafe { libc::gethostname(name.as_mut_ptr().cast(), name.len()) } == 0 {
         let end = name.iter().position(|&b| b == 0).unwrap_or(name.len());
         String::from_utf8_lossy(&name[..end]).into_owned()
     } else {
         "unknown-host".to_owned()
-    };
-    format!("{host} pid {}", std::process::id())
+    }
+}
+
+/// This machine's host name, as Windows names it in the environment.
+#[cfg(not(unix))]
+fn host_name() -> String {
+    std::env::var("COMPUTERNAME").unwrap_or_else(|_| "unknown-host".to_owned())
 }
 
 /// A fresh random owner nonce: 128 bits, so two acquisitions never share one.

@@ -7,11 +7,7 @@
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use bytes::Bytes;
-use dynacommit::race::LogWriter;
-use object_store::path::Path;
 use object_store_012 as old;
-use old::ObjectStore as _;
 use old::aws::{AmazonS3, AmazonS3Builder, DynamoCommit, S3ConditionalPut, S3CopyIfNotExists};
 use old::client::{
     ClientOptions, HttpClient, HttpConnector, HttpError, HttpRequest, HttpResponse, HttpService,
@@ -183,18 +179,30 @@ pub fn store_via(
 /// A race writer using object_store 0.12.5.
 pub struct OldWriter(pub Arc<AmazonS3>);
 
-#[async_trait]
-impl LogWriter for OldWriter {
-    async fn create(&self, path: &Path, body: Bytes) -> Result<bool, String> {
-        let path = old::path::Path::from(path.as_ref());
-        match self
-            .0
-            .put_opts(&path, body.into(), old::PutMode::Create.into())
-            .await
-        {
-            Ok(_) => Ok(true),
-            Err(old::Error::AlreadyExists { .. }) => Ok(false),
-            Err(e) => Err(e.to_string()),
+/// `OldWriter` as a race's log writer (the races are the harness's).
+#[cfg(feature = "harness")]
+mod log_writer {
+    use async_trait::async_trait;
+    use bytes::Bytes;
+    use dynacommit::race::LogWriter;
+    use object_store::path::Path;
+
+    use super::{OldWriter, old};
+    use old::ObjectStore as _;
+
+    #[async_trait]
+    impl LogWriter for OldWriter {
+        async fn create(&self, path: &Path, body: Bytes) -> Result<bool, String> {
+            let path = old::path::Path::from(path.as_ref());
+            match self
+                .0
+                .put_opts(&path, body.into(), old::PutMode::Create.into())
+                .await
+            {
+                Ok(_) => Ok(true),
+                Err(old::Error::AlreadyExists { .. }) => Ok(false),
+                Err(e) => Err(e.to_string()),
+            }
         }
     }
 }
