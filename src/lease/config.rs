@@ -66,8 +66,20 @@ impl Default for LeaseConfig {
 
 /// A lease setting is unusable.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("invalid lease setting: {0}")]
-pub struct ConfigError(pub String);
+#[error("invalid lease setting: {problem}")]
+pub struct ConfigError {
+    /// What is wrong, and what to do.
+    problem: String,
+}
+
+impl ConfigError {
+    /// A setting is unusable, for `problem`.
+    pub(crate) fn new(problem: impl Into<String>) -> Self {
+        Self {
+            problem: problem.into(),
+        }
+    }
+}
 
 impl LeaseConfig {
     /// The defaults with another table.
@@ -150,9 +162,9 @@ impl LeaseConfig {
         let number = |name: &str| -> Result<Option<u64>, ConfigError> {
             lookup(name)
                 .map(|v| {
-                    v.trim()
-                        .parse::<u64>()
-                        .map_err(|_| ConfigError(format!("{name}={v:?} is not a whole number")))
+                    v.trim().parse::<u64>().map_err(|_| {
+                        ConfigError::new(format!("{name}={v:?} is not a whole number"))
+                    })
                 })
                 .transpose()
         };
@@ -161,7 +173,7 @@ impl LeaseConfig {
         }
         if let Some(rate) = number("DYNACOMMIT_MAX_CLOCK_SKEW_RATE")? {
             config.max_clock_skew_rate = u32::try_from(rate).map_err(|_| {
-                ConfigError(format!(
+                ConfigError::new(format!(
                     "DYNACOMMIT_MAX_CLOCK_SKEW_RATE={rate} is too large"
                 ))
             })?;
@@ -179,45 +191,43 @@ impl LeaseConfig {
     /// Checks the settings, naming the first that is wrong and why.
     pub fn validate(&self) -> Result<(), ConfigError> {
         if self.table.trim().is_empty() {
-            return Err(ConfigError("the table name is empty".into()));
+            return Err(ConfigError::new("the table name is empty"));
         }
         if self.timeout < Duration::from_millis(1) {
-            return Err(ConfigError(
-                "the lease timeout must be at least 1 ms".into(),
-            ));
+            return Err(ConfigError::new("the lease timeout must be at least 1 ms"));
         }
         // Upper bounds keep every deadline computation far from overflow, and catch a
         // timeout given in the wrong unit.
         if self.timeout > MAX_TIMEOUT {
-            return Err(ConfigError(format!(
+            return Err(ConfigError::new(format!(
                 "the lease timeout ({:?}) is above {MAX_TIMEOUT:?}: give it in milliseconds",
                 self.timeout
             )));
         }
         if self.ttl > MAX_TTL || self.poll_interval > MAX_TIMEOUT {
-            return Err(ConfigError(format!(
+            return Err(ConfigError::new(format!(
                 "the record TTL must be at most {MAX_TTL:?} and the poll interval at most {MAX_TIMEOUT:?}"
             )));
         }
         if self.max_clock_skew_rate == 0 {
-            return Err(ConfigError(
-                "max_clock_skew_rate must be at least 1 (3 is the usual choice)".into(),
+            return Err(ConfigError::new(
+                "max_clock_skew_rate must be at least 1 (3 is the usual choice)",
             ));
         }
         if self.poll_interval.is_zero() {
-            return Err(ConfigError("the poll interval must be above zero".into()));
+            return Err(ConfigError::new("the poll interval must be above zero"));
         }
         if let Some(renew) = self.renew_interval
             && (renew.is_zero() || renew > self.timeout / 2)
         {
-            return Err(ConfigError(format!(
+            return Err(ConfigError::new(format!(
                 "the renew interval ({renew:?}) must be above zero and at most half the lease \
                  timeout ({:?}), so an uncertain renewal can be retried before the lease runs out",
                 self.timeout
             )));
         }
         if self.ttl < self.reclaim_after().saturating_mul(2) {
-            return Err(ConfigError(format!(
+            return Err(ConfigError::new(format!(
                 "the record TTL ({:?}) must be at least twice timeout x skew rate ({:?}), or \
                  records could vanish while writers still wait on them",
                 self.ttl,
@@ -236,7 +246,7 @@ impl FromStr for LeaseConfig {
         let (table, timeout) = match spec.split_once(':') {
             Some((table, ms)) => {
                 let ms: u64 = ms.trim().parse().map_err(|_| {
-                    ConfigError(format!(
+                    ConfigError::new(format!(
                         "{spec:?}: the part after ':' must be the lease timeout in milliseconds"
                     ))
                 })?;

@@ -345,6 +345,7 @@ impl LeaseError {
 
 /// Acquisition failed: the caller's check refused, or the protocol failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum AcquireError<E> {
     /// The precondition check failed (the object changed, or could not be read).
     #[error(transparent)]
@@ -356,6 +357,7 @@ pub enum AcquireError<E> {
 
 /// [`LeaseManager::run_guarded`] failed.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum GuardError<E> {
     /// The precondition failed, before or under the lease: nothing was sent.
     #[error(transparent)]
@@ -416,7 +418,7 @@ impl LeaseManager {
         if let Some(name) = table.dynamodb_table()
             && name != config.table
         {
-            return Err(super::ConfigError(format!(
+            return Err(super::ConfigError::new(format!(
                 "the lease table is DynamoDB table {name:?} but the settings name {:?}: give \
                  both the same name, or build with LeaseManager::dynamodb(client, config), which \
                  takes the name from the settings",
