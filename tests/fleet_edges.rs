@@ -225,6 +225,18 @@ async fn with_commit_leases_from_zero_the_0_12_5_writer_takes_a_live_lease() {
     );
 }
 
+/// A fresh process's lease manager on `table`: a 1 s lease (expiry after 3 s), polled
+/// every 20 ms.
+fn one_second_leases(table: &DynamoLeaseTable) -> LeaseManager {
+    LeaseManager::new(
+        Arc::new(table.clone()),
+        LeaseConfig::new(table.table_name())
+            .with_timeout(Duration::from_secs(1))
+            .with_poll_interval(Duration::from_millis(20)),
+    )
+    .unwrap()
+}
+
 /// P1 creates, another client deletes the object with a plain signed DELETE, and a fresh
 /// process P2 creates it again: how long P2's create took. `keep`: P1 keeps its create's
 /// lease (the opt-in for create-only logs). A 1 s lease, so a wait for expiry is 3 s.
@@ -236,13 +248,7 @@ async fn re_create_after_a_foreign_delete(keep: bool) -> Duration {
     );
     let table = fresh_table().await;
     let process = || {
-        let leases = LeaseManager::new(
-            Arc::new(table.clone()),
-            LeaseConfig::new(table.table_name())
-                .with_timeout(Duration::from_secs(1))
-                .with_poll_interval(Duration::from_millis(20)),
-        )
-        .unwrap();
+        let leases = one_second_leases(&table);
         let leases = if keep {
             leases.keep_create_leases()
         } else {
@@ -286,13 +292,7 @@ async fn re_create_under_a_lingering_delete(hold: bool) -> (bool, Duration) {
     ));
     let table = fresh_table().await;
     let process = || {
-        let leases = LeaseManager::new(
-            Arc::new(table.clone()),
-            LeaseConfig::new(table.table_name())
-                .with_timeout(Duration::from_secs(1))
-                .with_poll_interval(Duration::from_millis(20)),
-        )
-        .unwrap();
+        let leases = one_second_leases(&table);
         let store = CommitStore::new(s3.clone() as Arc<dyn ObjectStore>, leases);
         if hold { store.hold_paths() } else { store }
     };

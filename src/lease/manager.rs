@@ -287,6 +287,15 @@ pub(crate) enum LeaseEnd {
     ReleaseOnceQuiet,
 }
 
+/// How an operation sent under a lease came out, for [`LeaseManager::end_sent`].
+#[derive(Debug, Clone, Copy)]
+enum Sent {
+    Succeeded,
+    Failed,
+    /// The lease was lost while it ran.
+    Abandoned,
+}
+
 /// How a conditional write of [`LeaseManager::run_conditional`] that waited behind a
 /// success of the same manager on its lease fails without a request (see `guard`).
 pub(crate) struct Beaten<B, T> {
@@ -670,9 +679,9 @@ impl LeaseManager {
     /// [`release_deferred`](Self::release_deferred) when it deletes an object (as
     /// `CommitStore` does, for its puts, copies and renames):
     /// - once the operation has been sent, its lease goes as `ending.end` says; an
-    ///   operation error for which `ending.sent_nothing` holds (the operation's own guarded call failed before
-    ///   sending) counts as a failed check: the lease is released at once, and the error
-    ///   is a [`GuardError::Check`];
+    ///   operation error for which `ending.sent_nothing` holds (the operation's own
+    ///   guarded call failed before sending) counts as a failed check: the lease is
+    ///   released at once, and the error is a [`GuardError::Check`];
     /// - `beaten`, if given, lets an operation that waited behind another of this
     ///   manager's on the same lease, which succeeded, fail without a request where that
     ///   success settles it (see `guard`); without it, `check` decides.
@@ -830,15 +839,7 @@ impl LeaseManager {
                 front.succeeded(etag_after.and_then(|after| after(&out)));
                 self.note_hold(self.clock.now().saturating_duration_since(holding));
                 pressure.note_success();
-                match end {
-                    LeaseEnd::KeepCreate if self.deferred.is_some() => self.keep(lease),
-                    LeaseEnd::ReleaseOnceQuiet
-                        if !self.planted(PlantedBug::HeldPathReleasedAtOnce) =>
-                    {
-                        self.release_once_quiet(lease)
-                    }
-                    _ => self.release_in_background(lease),
-                }
+                self.end_sent(lease, end, Sent::Succeeded);
                 Ok(out)
             }
             Ok(Err(GuardError::Operation(e))) if sent_nothing(&e) => {
@@ -846,12 +847,7 @@ impl LeaseManager {
                 Err(GuardError::Check(e))
             }
             Ok(Err(GuardError::Operation(e))) => {
-                if self.planted(PlantedBug::ReleaseAfterFailedWrite) {
-                    self.release_in_background(lease);
-                } else if end == LeaseEnd::ReleaseOnceQuiet {
-                    // Every attempt sent under it has landed once quiet, failed or not.
-                    self.release_once_quiet(lease);
-                }
+                self.end_sent(lease, end, Sent::Failed);
                 Err(GuardError::Operation(e))
             }
             Ok(Err(e)) => {
@@ -861,10 +857,7 @@ impl LeaseManager {
             }
             Err(lost) => {
                 if front.has_sent() {
-                    if end == LeaseEnd::ReleaseOnceQuiet {
-                        // Conditional on our generation: harmless if another has it now.
-                        self.release_once_quiet(lease);
-                    }
+                    self.end_sent(lease, end, Sent::Abandoned);
                     return Err(GuardError::Abandoned(lost));
                 }
                 // Lost before the operation was called: nothing was sent, so the lease (if
@@ -1550,6 +1543,28 @@ impl LeaseManager {
         }
     }
 
+    /// What becomes of a lease under which the operation was sent, by `end` and how the
+    /// operation came out: the one place that decides it. After a failure or an
+    /// abandonment an earlier attempt may still land, so the lease is kept until it
+    /// expires, or (held paths) released once every attempt has landed; a release there
+    /// is conditional on our generation, harmless if another holder has it now.
+    fn end_sent(&self, lease: Lease, end: LeaseEnd, outcome: Sent) {
+        match (end, outcome) {
+            (LeaseEnd::KeepCreate, Sent::Succeeded) if self.deferred.is_some() => self.keep(lease),
+            (LeaseEnd::ReleaseOnceQuiet, Sent::Succeeded)
+                if self.planted(PlantedBug::HeldPathReleasedAtOnce) =>
+            {
+                self.release_in_background(lease)
+            }
+            (_, Sent::Failed) if self.planted(PlantedBug::ReleaseAfterFailedWrite) => {
+                self.release_in_background(lease)
+            }
+            (LeaseEnd::ReleaseOnceQuiet, _) => self.release_once_quiet(lease),
+            (_, Sent::Succeeded) => self.release_in_background(lease),
+            (_, Sent::Failed | Sent::Abandoned) => drop(lease),
+        }
+    }
+
     /// Releases `lease`, unrenewed from now, in the background once `timeout x skew` has
     /// passed on this manager's clock since its last write: by then every request sent
     /// under it has landed (assumption 4 bounds a request's landing by the earliest
@@ -1578,9 +1593,9 @@ impl LeaseManager {
 
     /// Waits until every release this manager (or a clone) sent in the background has
     /// been answered (held paths' releases too, each `timeout x skew` after its lease's
-    /// last write: `CommitStore::hold_paths`): before a process exits (so the next writer of a path whose
-    /// operation just finished, or whose object was just deleted, need not wait for
-    /// expiry), and in benchmarks, so that one target's background work does not weigh
+    /// last write: `CommitStore::hold_paths`): before a process exits (so the next writer
+    /// of a path whose operation just finished, or whose object was just deleted, need not
+    /// wait for expiry), and in benchmarks, so that one target's background work does not weigh
     /// on the next one's timing.
     ///
     /// ```

@@ -759,8 +759,8 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
     /// still land: every guarded write of a path (create, update, copy or rename to it)
     /// and every delete through this store takes one lease on the path, and releases it
     /// only once `timeout x skew` has passed since its last write (in the background), when
-    /// every request sent under it has landed. An object store client retries a write or a delete
-    /// whose answer did not come, and an earlier attempt can still land after the call
+    /// every request sent under it has landed. An object store client retries a write or a
+    /// delete whose answer did not come, and an earlier attempt can still land after the call
     /// returned: by default a delete lingering so can remove a path created again
     /// meanwhile (two holders of a lock object), and a write applied twice can land on
     /// an update made in between (on a store that ignores conditions). Held, nobody
@@ -862,9 +862,9 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
         let key = lease_key(&self.lease_prefix, path);
         let (lease_etag, etag_after, end) = if self.hold_paths {
             // One lease for every write of the path, whatever it expects (a version read
-            // by another writer meanwhile is no other lease), released once quiet; the queue's
-            // settling, which reads a success ahead by what this write expects of the same
-            // lease, is left out too (the check decides).
+            // by another writer meanwhile is no other lease), released once quiet; the
+            // queue's settling, which reads a success ahead by what this write expects of
+            // the same lease, is left out too (the check decides).
             (CREATE_ETAG.to_owned(), None, LeaseEnd::ReleaseOnceQuiet)
         } else if etag == CREATE_ETAG {
             (etag.to_owned(), etag_after, LeaseEnd::KeepCreate)
@@ -961,8 +961,8 @@ impl CommitStore {
     /// `native`).
     ///
     /// The lease table is object_store 0.12's, keyed by the object path alone, so 0.12.5
-    /// writers and these share it safely (except where paths are held). The store keeps its S3 type, so its multipart,
-    /// signing and paginated listing are offered too.
+    /// writers and these share it safely (except where paths are held). The store keeps its
+    /// S3 type, so its multipart, signing and paginated listing are offered too.
     ///
     /// ```no_run
     /// # fn run() -> Result<(), Box<dyn std::error::Error>> {
@@ -1293,9 +1293,9 @@ impl<T: ObjectStore + ?Sized> ObjectStore for CommitStore<T> {
         use futures::StreamExt;
         if self.hold_paths {
             // Each path under its own lease, several at a time (each may wait out the last
-            // write's lease), answered in the order asked.
-            // Renewed only while the stream is polled, as any guarded call only while it
-            // is awaited: read it to its end, as `try_collect` does.
+            // write's lease), answered in the order asked; renewed only while the stream
+            // is polled, as any guarded call only while it is awaited: read it to its
+            // end, as `try_collect` does.
             let store = Arc::new(self.shared());
             return locations
                 .map(move |location| {

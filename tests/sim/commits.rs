@@ -96,6 +96,14 @@ fn note_beaten(registry: &Registry, payload: &str, error: &object_store::Error, 
     }
 }
 
+/// Marks `name`'s call as ended now, `acknowledged` or not.
+fn note_end(registry: &Registry, name: &str, acknowledged: bool) {
+    if let Some(op) = registry.lock().unwrap().get_mut(name) {
+        op.ended = Some(Instant::now());
+        op.acknowledged = acknowledged;
+    }
+}
+
 /// Every operation, by the payload it writes (unique per operation).
 type Registry = Arc<Mutex<BTreeMap<String, Op>>>;
 
@@ -215,12 +223,7 @@ impl Node<'_> {
                 .unwrap()
                 .insert(name.to_owned(), Op::new(kind, path));
         };
-        let ended = |name: &str, ok: bool| {
-            if let Some(op) = registry.lock().unwrap().get_mut(name) {
-                op.ended = Some(Instant::now());
-                op.acknowledged = ok;
-            }
-        };
+        let ended = |name: &str, ok: bool| note_end(registry, name, ok);
         let target = Path::from(format!("copy/{}", world.pick(0..COPY_TARGETS)));
         match StoreLink(self.store.clone()).head(&target).await {
             Ok(_) => {
@@ -327,10 +330,7 @@ impl Node<'_> {
                             .unwrap()
                             .insert(payload.clone(), Op::new(Kind::Delete, &path));
                         let deleted = DELETER.scope(payload.clone(), process.delete(&path)).await;
-                        if let Some(op) = registry.lock().unwrap().get_mut(&payload) {
-                            op.ended = Some(Instant::now());
-                            op.acknowledged = deleted.is_ok();
-                        }
+                        note_end(registry, &payload, deleted.is_ok());
                         deleted
                     } else {
                         registry
@@ -577,11 +577,7 @@ fn check(
                 (Kind::Create, Some(before)) => world.violation(format!(
                     "{path}: create {} ({}) landed over {}",
                     write.payload,
-                    if op.acknowledged {
-                        "acknowledged"
-                    } else {
-                        "not acknowledged"
-                    },
+                    acknowledgement(op),
                     before.payload
                 )),
                 (Kind::Delete, _) => world.violation(format!(
@@ -697,20 +693,21 @@ fn deleted_in_its_call(
             "{path}: delete {} ({}), ended at {:?}, removed {} ({}), written by a call \
              made at {:?}, after it",
             applied[i].payload,
-            if delete.acknowledged {
-                "acknowledged"
-            } else {
-                "not acknowledged"
-            },
+            acknowledgement(delete),
             ended - world.origin,
             w.payload,
-            if op.acknowledged {
-                "acknowledged"
-            } else {
-                "not acknowledged"
-            },
+            acknowledgement(op),
             op.issued - world.origin
         ));
+    }
+}
+
+/// "acknowledged" or "not acknowledged", for reports.
+fn acknowledgement(op: &Op) -> &'static str {
+    if op.acknowledged {
+        "acknowledged"
+    } else {
+        "not acknowledged"
     }
 }
 
