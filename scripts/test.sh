@@ -25,6 +25,9 @@ cargo fmt --check
 echo "== cargo clippy --all-targets -- -D warnings (with and without planted-bugs)"
 cargo clippy --all-targets --quiet -- -D warnings
 cargo clippy --all-targets --quiet --features "$FEATURES" -- -D warnings
+# The tests turn the harness on (the package is its own dev-dependency with it), so lint
+# the library once more as a user's crate builds it: default features, no harness.
+cargo clippy --lib --quiet -- -D warnings
 # The library is a library: a default build pulls in no command-line crate.
 echo "== cargo tree: a default build has no command-line dependency"
 tree="$(cargo tree --quiet -e normal -p dynacommit --prefix none)"
@@ -32,8 +35,9 @@ if grep -E '^(clap|indicatif) ' <<<"$tree"; then
 	echo "a default build of the library depends on a command-line crate (above)" >&2
 	exit 1
 fi
-echo "== cargo doc"
+echo "== cargo doc (the tests' features, and docs.rs's: no harness, no command line)"
 RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet --features "$FEATURES"
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --quiet --features object-store-013,deltalake
 if cargo nextest --version >/dev/null 2>&1; then
 	# .config/nextest.toml bounds each test (killed after 5 minutes) and runs the
 	# zombie-write tests alone.

@@ -54,7 +54,8 @@ impl DynamoClient {
     /// [`call_deadline`](super::RetryConfig::call_deadline); past it, the error is
     /// [`DynamoError::DeadlineExceeded`] naming `batch_write_item` (with the
     /// [`DynamoError::BatchIncomplete`] count as its last error when that is what was left).
-    pub async fn batch_write_item(
+    #[cfg_attr(feature = "harness", visibility::make(pub))]
+    pub(crate) async fn batch_write_item(
         &self,
         table: &str,
         writes: &[WriteRequest],
@@ -134,7 +135,8 @@ impl DynamoClient {
     /// within one [`call_deadline`](super::RetryConfig::call_deadline). The answer is in no
     /// particular order, and holds no entry for a key without an item: match items to
     /// keys by their key attributes.
-    pub async fn batch_get_item(
+    #[cfg_attr(feature = "harness", visibility::make(pub))]
+    pub(crate) async fn batch_get_item(
         &self,
         table: &str,
         keys: &[Item],

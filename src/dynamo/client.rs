@@ -36,8 +36,8 @@ use super::signing::signed_headers;
 /// # Ok(()) }
 /// ```
 ///
-/// The same client reads DynamoDB Streams ([`list_streams`](Self::list_streams),
-/// [`get_records`](Self::get_records), ...): those calls go to
+/// The same client reads DynamoDB Streams (for [`DynamoKv`](crate::kv::DynamoKv)'s
+/// watches): those calls go to
 /// [`streams_endpoint`](Self::streams_endpoint), signed with the same credentials and
 /// retried and bounded the same way; every other call goes to [`endpoint`](Self::endpoint).
 #[derive(Clone)]

@@ -113,8 +113,8 @@ pub enum DynamoError {
 
     /// A public call did not finish within its one overall deadline
     /// ([`RetryConfig::call_deadline`](super::RetryConfig::call_deadline), or the wait bound
-    /// of [`ensure_table`](super::DynamoClient::ensure_table) and
-    /// [`wait_until_active`](super::DynamoClient::wait_until_active)): its requests, retries,
+    /// of `ensure_table` and
+    /// `wait_until_active`): its requests, retries,
     /// pages, chunks and credential fetches together took too long.
     ///
     /// It is [ambiguous](DynamoError::is_ambiguous) when `may_have_applied` is set: a write
@@ -247,7 +247,7 @@ pub enum DynamoError {
 
     /// The table has a stream enabled, but of another view type than the one asked for.
     /// DynamoDB cannot change a stream's view type in place, and
-    /// [`ensure_table`](super::DynamoClient::ensure_table) never replaces a stream that
+    /// `ensure_table` never replaces a stream that
     /// readers may depend on.
     #[error(
         "table {table} has a stream with view type {found}, but {expected} is needed; a stream's view type cannot be changed: disable the stream and enable it again with {expected} (readers then move to a new stream ARN), or use another table name"
@@ -438,7 +438,7 @@ impl DynamoError {
 
     /// Whether GetRecords was given a shard iterator that has expired (they last 15
     /// minutes): get a fresh one with
-    /// [`get_shard_iterator`](super::DynamoClient::get_shard_iterator), after the last
+    /// `get_shard_iterator`, after the last
     /// sequence number read.
     pub fn is_expired_iterator(&self) -> bool {
         self.code() == Some(EXPIRED_ITERATOR)
@@ -447,7 +447,7 @@ impl DynamoError {
     /// Whether a stream read asked for records the stream no longer keeps (it trims them
     /// after 24 hours), or a position before the first record of a shard: those records
     /// are gone; start again from
-    /// [`ShardPosition::TrimHorizon`](super::ShardPosition::TrimHorizon).
+    /// `ShardPosition::TrimHorizon`.
     pub fn is_trimmed(&self) -> bool {
         self.code() == Some(TRIMMED_DATA_ACCESS)
     }

@@ -315,12 +315,14 @@ struct GetItemOutput {
 
 impl DynamoClient {
     /// PutItem: writes a whole item, if its condition holds.
-    pub async fn put_item(&self, request: &PutItem) -> Result<WriteOutput, DynamoError> {
+    #[cfg_attr(feature = "harness", visibility::make(pub))]
+    pub(crate) async fn put_item(&self, request: &PutItem) -> Result<WriteOutput, DynamoError> {
         self.call("PutItem", request).await
     }
 
     /// GetItem: the item at a key, or `None`.
-    pub async fn get_item(&self, request: &GetItem) -> Result<Option<Item>, DynamoError> {
+    #[cfg_attr(feature = "harness", visibility::make(pub))]
+    pub(crate) async fn get_item(&self, request: &GetItem) -> Result<Option<Item>, DynamoError> {
         let output: GetItemOutput = self.call("GetItem", request).await?;
         Ok(output.item)
     }
@@ -329,7 +331,11 @@ impl DynamoClient {
     /// condition holds. One that [may count twice](UpdateItem::may_count_twice) is not
     /// sent again after an attempt that got no definite answer: that ambiguous error is
     /// returned instead.
-    pub async fn update_item(&self, request: &UpdateItem) -> Result<WriteOutput, DynamoError> {
+    #[cfg_attr(feature = "harness", visibility::make(pub))]
+    pub(crate) async fn update_item(
+        &self,
+        request: &UpdateItem,
+    ) -> Result<WriteOutput, DynamoError> {
         let resend = if request.may_count_twice() && !request.resend_if_ambiguous {
             Resend::IfDefinite
         } else {
@@ -343,13 +349,21 @@ impl DynamoClient {
     /// [`is_ambiguous`](DynamoError::is_ambiguous) says whether it may have applied). For a
     /// caller whose condition a second application would not refuse, or that names the
     /// current time, and that builds the request afresh for its next attempt.
-    pub async fn put_item_once(&self, request: &PutItem) -> Result<WriteOutput, DynamoError> {
+    #[cfg_attr(feature = "harness", visibility::make(pub))]
+    pub(crate) async fn put_item_once(
+        &self,
+        request: &PutItem,
+    ) -> Result<WriteOutput, DynamoError> {
         self.call_as("PutItem", request, Resend::Never, &self.deadline("PutItem"))
             .await
     }
 
     /// UpdateItem, sent once: see [`put_item_once`](Self::put_item_once).
-    pub async fn update_item_once(&self, request: &UpdateItem) -> Result<WriteOutput, DynamoError> {
+    #[cfg_attr(feature = "harness", visibility::make(pub))]
+    pub(crate) async fn update_item_once(
+        &self,
+        request: &UpdateItem,
+    ) -> Result<WriteOutput, DynamoError> {
         self.call_as(
             "UpdateItem",
             request,
@@ -360,7 +374,11 @@ impl DynamoClient {
     }
 
     /// DeleteItem: removes an item, if its condition holds.
-    pub async fn delete_item(&self, request: &DeleteItem) -> Result<WriteOutput, DynamoError> {
+    #[cfg_attr(feature = "harness", visibility::make(pub))]
+    pub(crate) async fn delete_item(
+        &self,
+        request: &DeleteItem,
+    ) -> Result<WriteOutput, DynamoError> {
         self.call("DeleteItem", request).await
     }
 }

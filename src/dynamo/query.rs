@@ -197,14 +197,16 @@ pub struct Page {
 
 impl DynamoClient {
     /// One Query call: a page of at most `limit` items and 1 MB.
-    pub async fn query(&self, request: &Query) -> Result<Page, DynamoError> {
+    #[cfg_attr(feature = "harness", visibility::make(pub))]
+    pub(crate) async fn query(&self, request: &Query) -> Result<Page, DynamoError> {
         self.call("Query", request).await
     }
 
     /// Every page of a query, in order, each fetched when the previous one is consumed.
     /// Each page is a call of its own, with a deadline of its own (the consumer decides how
     /// long the walk takes); [`query_all`](Self::query_all) has one for all pages.
-    pub fn query_pages(
+    #[cfg_attr(feature = "harness", visibility::make(pub))]
+    pub(crate) fn query_pages(
         &self,
         request: Query,
     ) -> impl Stream<Item = Result<Page, DynamoError>> + '_ {
@@ -213,14 +215,19 @@ impl DynamoClient {
 
     /// Every page of a scan, in order, each fetched when the previous one is consumed, each
     /// within a deadline of its own: stop reading to stop scanning.
-    pub fn scan_pages(&self, request: Scan) -> impl Stream<Item = Result<Page, DynamoError>> + '_ {
+    #[cfg_attr(feature = "harness", visibility::make(pub))]
+    pub(crate) fn scan_pages(
+        &self,
+        request: Scan,
+    ) -> impl Stream<Item = Result<Page, DynamoError>> + '_ {
         self.pages(request, None)
     }
 
     /// Every item of a query, walking all pages, all within one
     /// [`call_deadline`](super::RetryConfig::call_deadline) (past it:
     /// [`DynamoError::DeadlineExceeded`] naming `query_all`).
-    pub async fn query_all(&self, request: Query) -> Result<Vec<Item>, DynamoError> {
+    #[cfg_attr(feature = "harness", visibility::make(pub))]
+    pub(crate) async fn query_all(&self, request: Query) -> Result<Vec<Item>, DynamoError> {
         let deadline = self.deadline("query_all");
         Self::all_items(self.pages(request, Some(deadline))).await
     }
@@ -228,7 +235,8 @@ impl DynamoClient {
     /// Every item a scan finds, walking all pages, all within one
     /// [`call_deadline`](super::RetryConfig::call_deadline) (past it:
     /// [`DynamoError::DeadlineExceeded`] naming `scan_all`).
-    pub async fn scan_all(&self, request: Scan) -> Result<Vec<Item>, DynamoError> {
+    #[cfg_attr(feature = "harness", visibility::make(pub))]
+    pub(crate) async fn scan_all(&self, request: Scan) -> Result<Vec<Item>, DynamoError> {
         let deadline = self.deadline("scan_all");
         Self::all_items(self.pages(request, Some(deadline))).await
     }

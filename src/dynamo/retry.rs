@@ -15,13 +15,13 @@ use std::time::Duration;
 /// # One deadline per call
 ///
 /// Every public call of [`DynamoClient`](super::DynamoClient) has one overall deadline,
-/// `call_deadline` from its start (for [`ensure_table`](super::DynamoClient::ensure_table)
-/// and [`wait_until_active`](super::DynamoClient::wait_until_active), the table spec's or
+/// `call_deadline` from its start (for `ensure_table`
+/// and `wait_until_active`, the table spec's or
 /// the caller's own wait bound instead). It covers everything the call does: fetching
 /// credentials, each request, retries and their backoff, every page of
-/// [`query_all`](super::DynamoClient::query_all) and
-/// [`scan_all`](super::DynamoClient::scan_all), every chunk and unprocessed-item retry of
-/// [`batch_write_item`](super::DynamoClient::batch_write_item). It is enforced hard: a
+/// `query_all` and
+/// `scan_all`, every chunk and unprocessed-item retry of
+/// `batch_write_item`. It is enforced hard: a
 /// request still in flight when it passes is abandoned (for a write, that is ambiguous),
 /// and the call fails with [`DynamoError::DeadlineExceeded`](super::DynamoError::DeadlineExceeded),
 /// naming the call and how long it ran. Each request is also bounded by
@@ -34,9 +34,9 @@ use std::time::Duration;
 /// whose own effect falsifies their condition (the retry then fails that condition, and
 /// the error says an earlier attempt may have applied: see
 /// [`DynamoError::is_ambiguous`](super::DynamoError::is_ambiguous)). An unconditional
-/// update that [may count twice](super::UpdateItem::may_count_twice) (`ADD`, `#n + :one`)
+/// update that may count twice (`ADD`, `#n + :one`)
 /// is not sent again after an ambiguous failure unless it asks to be
-/// ([`UpdateItem::resend_if_ambiguous`](super::UpdateItem::resend_if_ambiguous)).
+/// (`UpdateItem::resend_if_ambiguous`).
 ///
 /// ```
 /// use std::time::Duration;

@@ -405,7 +405,11 @@ impl DynamoClient {
     /// [`call_deadline`](super::RetryConfig::call_deadline) named `list_streams`): the
     /// enabled one, if any, and those disabled in the last 24 hours. An unknown table has
     /// none.
-    pub async fn list_streams(&self, table: &str) -> Result<Vec<StreamSummary>, DynamoError> {
+    #[cfg_attr(feature = "harness", visibility::make(pub))]
+    pub(crate) async fn list_streams(
+        &self,
+        table: &str,
+    ) -> Result<Vec<StreamSummary>, DynamoError> {
         let deadline = self.deadline("list_streams");
         let mut streams = Vec::new();
         let mut start = None;
@@ -431,7 +435,8 @@ impl DynamoClient {
     /// within one [`call_deadline`](super::RetryConfig::call_deadline) named
     /// `describe_stream`). An unknown stream is a [`DynamoError::Service`] with code
     /// `ResourceNotFoundException`.
-    pub async fn describe_stream(
+    #[cfg_attr(feature = "harness", visibility::make(pub))]
+    pub(crate) async fn describe_stream(
         &self,
         stream_arn: &str,
     ) -> Result<StreamDescription, DynamoError> {
@@ -467,7 +472,8 @@ impl DynamoClient {
     /// A sequence number no longer kept is refused with `TrimmedDataAccessException`
     /// ([`DynamoError::is_trimmed`]); one the shard does not have, with a
     /// `ValidationException`.
-    pub async fn get_shard_iterator(
+    #[cfg_attr(feature = "harness", visibility::make(pub))]
+    pub(crate) async fn get_shard_iterator(
         &self,
         stream_arn: &str,
         shard_id: &str,
@@ -491,7 +497,8 @@ impl DynamoClient {
     /// minutes, which is what makes this call safe to retry. Past them it is refused with
     /// `ExpiredIteratorException` ([`DynamoError::is_expired_iterator`]): get a new one
     /// [after](ShardPosition::AfterSequence) the last record processed.
-    pub async fn get_records(
+    #[cfg_attr(feature = "harness", visibility::make(pub))]
+    pub(crate) async fn get_records(
         &self,
         shard_iterator: &str,
         limit: Option<u32>,

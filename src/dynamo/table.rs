@@ -168,7 +168,9 @@ impl TimeToLive {
     }
 }
 
-/// What [`DynamoClient::ensure_table`] did.
+/// What a table's `ensure_table` did
+/// ([`DynamoLeaseTable`](crate::lease::DynamoLeaseTable::ensure_table),
+/// [`DynamoKv`](crate::kv::DynamoKv::ensure_table)).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EnsureReport {
     /// The table was missing and this call created it. Also set when CreateTable's first
@@ -353,7 +355,11 @@ impl DynamoClient {
     /// CreateTable, on-demand (PAY_PER_REQUEST), with a stream if `spec` asks for one.
     /// Returns at once; the table is usually `CREATING` until
     /// [`wait_until_active`](Self::wait_until_active).
-    pub async fn create_table(&self, spec: &TableSpec) -> Result<TableDescription, DynamoError> {
+    #[cfg_attr(feature = "harness", visibility::make(pub))]
+    pub(crate) async fn create_table(
+        &self,
+        spec: &TableSpec,
+    ) -> Result<TableDescription, DynamoError> {
         self.create_table_by(spec, &self.deadline("CreateTable"))
             .await
     }
@@ -392,7 +398,11 @@ impl DynamoClient {
 
     /// DescribeTable. A missing table is a [`DynamoError::Service`] with code
     /// `ResourceNotFoundException`.
-    pub async fn describe_table(&self, table: &str) -> Result<TableDescription, DynamoError> {
+    #[cfg_attr(feature = "harness", visibility::make(pub))]
+    pub(crate) async fn describe_table(
+        &self,
+        table: &str,
+    ) -> Result<TableDescription, DynamoError> {
         self.describe_table_by(table, &self.deadline("DescribeTable"))
             .await
     }
@@ -419,7 +429,8 @@ impl DynamoClient {
     /// may answer `ResourceNotFoundException` for a while (its reads are eventually
     /// consistent). One still missing at the end is [`DynamoError::TableNotReady`] with
     /// status `NOT_FOUND`.
-    pub async fn wait_until_active(
+    #[cfg_attr(feature = "harness", visibility::make(pub))]
+    pub(crate) async fn wait_until_active(
         &self,
         table: &str,
         timeout: Duration,
@@ -459,7 +470,8 @@ impl DynamoClient {
     /// UpdateTable enabling a stream of view type `view` on `table`. DynamoDB refuses it
     /// (`ValidationException`) when the table already has an enabled stream, whatever its
     /// view type. Returns at once; the table may be `UPDATING` for a moment.
-    pub async fn enable_stream(
+    #[cfg_attr(feature = "harness", visibility::make(pub))]
+    pub(crate) async fn enable_stream(
         &self,
         table: &str,
         view: StreamViewType,
@@ -483,7 +495,8 @@ impl DynamoClient {
     }
 
     /// UpdateTimeToLive: turns expiry by `attribute` on or off.
-    pub async fn update_time_to_live(
+    #[cfg_attr(feature = "harness", visibility::make(pub))]
+    pub(crate) async fn update_time_to_live(
         &self,
         table: &str,
         attribute: &str,
@@ -513,7 +526,11 @@ impl DynamoClient {
     }
 
     /// DescribeTimeToLive.
-    pub async fn describe_time_to_live(&self, table: &str) -> Result<TimeToLive, DynamoError> {
+    #[cfg_attr(feature = "harness", visibility::make(pub))]
+    pub(crate) async fn describe_time_to_live(
+        &self,
+        table: &str,
+    ) -> Result<TimeToLive, DynamoError> {
         self.describe_time_to_live_by(table, &self.deadline("DescribeTimeToLive"))
             .await
     }
@@ -564,7 +581,8 @@ impl DynamoClient {
     /// }
     /// # Ok(()) }
     /// ```
-    pub async fn ensure_table(&self, spec: &TableSpec) -> Result<EnsureReport, DynamoError> {
+    #[cfg_attr(feature = "harness", visibility::make(pub))]
+    pub(crate) async fn ensure_table(&self, spec: &TableSpec) -> Result<EnsureReport, DynamoError> {
         let deadline = Deadline::new("ensure_table", spec.active_timeout);
         let mut created = false;
         let found = match self.describe_table_by(&spec.name, &deadline).await {

@@ -80,7 +80,8 @@ impl DynamoClient {
     /// [`DynamoError::TransactionCanceled`] with one reason per item, so the item that
     /// failed is known. Each call carries a fresh idempotency token, so the client's own
     /// retries of a request whose answer was lost never apply it twice.
-    pub async fn transact_write_items(
+    #[cfg_attr(feature = "harness", visibility::make(pub))]
+    pub(crate) async fn transact_write_items(
         &self,
         items: &[TransactWriteItem],
     ) -> Result<(), DynamoError> {
@@ -90,7 +91,8 @@ impl DynamoClient {
     /// [`transact_write_items`](Self::transact_write_items), sent once: any failure,
     /// throttling included, is returned at once. For a transaction whose conditions name
     /// the current time, which its caller builds afresh for the next attempt.
-    pub async fn transact_write_items_once(
+    #[cfg_attr(feature = "harness", visibility::make(pub))]
+    pub(crate) async fn transact_write_items_once(
         &self,
         items: &[TransactWriteItem],
     ) -> Result<(), DynamoError> {

@@ -14,7 +14,8 @@ use crate::dynamo::{
 /// The owner written into a record released by [`DynamoLeaseTable::break_lease`].
 pub const BROKEN_BY_OPERATOR: &str = "broken-by-operator";
 
-/// Lease records in a DynamoDB table of the schema [`TableSpec::commit_leases`].
+/// Lease records in a DynamoDB table of object_store 0.12.5's schema (hash key `path`,
+/// range key `etag`, TTL on `ttl`).
 ///
 /// Acquisitions are conditional PutItems with `ReturnValuesOnConditionCheckFailure=ALL_OLD`
 /// on object_store 0.12.5's schema, so old writers and ours can share a table: a first
@@ -110,8 +111,8 @@ impl DynamoLeaseTable {
         &self.client
     }
 
-    /// Creates the table if it is missing, with TTL on `ttl`; see
-    /// [`DynamoClient::ensure_table`].
+    /// Creates the table if it is missing, with TTL on `ttl`, and waits until it is active;
+    /// an existing table whose key schema differs is an error, not changed.
     pub async fn ensure_table(&self) -> Result<EnsureReport, DynamoError> {
         let spec = match self.layout {
             Layout::Commit => TableSpec::commit_leases(&self.table),

@@ -51,7 +51,9 @@ pub enum TableError {
         /// What is wrong with it.
         problem: String,
     },
-    /// A fault that a test or simulation injected.
+    /// A fault that a test or simulation injected (feature `harness`: only test tables
+    /// raise it).
+    #[cfg(feature = "harness")]
     #[error("injected fault: {message}")]
     Injected {
         /// What the fault simulates.
@@ -66,6 +68,7 @@ impl TableError {
     pub fn is_ambiguous(&self) -> bool {
         match self {
             Self::Dynamo(e) => e.is_ambiguous(),
+            #[cfg(feature = "harness")]
             Self::Injected { ambiguous, .. } => *ambiguous,
             Self::Malformed { .. } => false,
         }
