@@ -36,7 +36,7 @@ pub mod lock;
 pub mod race;
 mod store;
 #[cfg(feature = "object-store-013")]
-pub mod v013;
+pub use store::v013;
 
 pub use store::{CommitStore, Conditions, Enforced, FromOptionsError, may_have_applied};
 

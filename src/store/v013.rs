@@ -1,5 +1,5 @@
 //! The wrapper for object_store 0.13, where deltalake 1.1 and datafusion 55 are: the same
-//! lease protocol as [`crate::CommitStore`] (written once, in `src/store/`), implementing
+//! lease protocol as [`crate::CommitStore`] (written once, in `src/store/wrapper/`), implementing
 //! 0.13's `ObjectStore`. Enabled by the `object-store-013` feature.
 //!
 //! ```
@@ -15,7 +15,33 @@
 //! # Ok(()) }
 //! ```
 
-crate::store::commit_store!(object_store_013, "dynacommit::v013", credentials_013);
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use object_store_013 as os;
+use os::path::Path;
+use os::{ObjectStore, PutPayload, PutResult, Result};
+
+/// The path at which the wrapper's doc examples find `CommitStore`.
+macro_rules! at {
+    () => {
+        "dynacommit::v013"
+    };
+}
+
+/// The name of the `object_store` crate in the wrapper's doc examples.
+macro_rules! os_name {
+    () => {
+        "object_store_013"
+    };
+}
+
+// The one wrapper, mounted on each version's crate: loaded twice on purpose.
+#[allow(clippy::duplicate_mod)]
+#[path = "wrapper/mod.rs"]
+mod wrapper;
+
+pub use wrapper::{CommitStore, may_have_applied};
 
 /// A `PutResult` (0.14's has extensions, 0.13's none).
 fn put_result(e_tag: Option<String>, version: Option<String>) -> PutResult {
@@ -34,7 +60,7 @@ use object_store_013::signer::Signer;
 #[deny(clippy::missing_trait_methods)]
 impl<T: ObjectStore + MultipartStore + ?Sized> MultipartStore for CommitStore<T> {
     async fn create_multipart(&self, path: &Path) -> Result<MultipartId> {
-        self.inner.create_multipart(path).await
+        self.inner().create_multipart(path).await
     }
 
     async fn put_part(
@@ -44,7 +70,7 @@ impl<T: ObjectStore + MultipartStore + ?Sized> MultipartStore for CommitStore<T>
         part_idx: usize,
         data: PutPayload,
     ) -> Result<PartId> {
-        self.inner.put_part(path, id, part_idx, data).await
+        self.inner().put_part(path, id, part_idx, data).await
     }
 
     async fn complete_multipart(
@@ -53,11 +79,11 @@ impl<T: ObjectStore + MultipartStore + ?Sized> MultipartStore for CommitStore<T>
         id: &MultipartId,
         parts: Vec<PartId>,
     ) -> Result<PutResult> {
-        self.inner.complete_multipart(path, id, parts).await
+        self.inner().complete_multipart(path, id, parts).await
     }
 
     async fn abort_multipart(&self, path: &Path, id: &MultipartId) -> Result<()> {
-        self.inner.abort_multipart(path, id).await
+        self.inner().abort_multipart(path, id).await
     }
 }
 
@@ -70,7 +96,7 @@ impl<T: ObjectStore + Signer + ?Sized> Signer for CommitStore<T> {
         path: &Path,
         expires_in: std::time::Duration,
     ) -> Result<url::Url> {
-        self.inner.signed_url(method, path, expires_in).await
+        self.inner().signed_url(method, path, expires_in).await
     }
 
     async fn signed_urls(
@@ -79,7 +105,7 @@ impl<T: ObjectStore + Signer + ?Sized> Signer for CommitStore<T> {
         paths: &[Path],
         expires_in: std::time::Duration,
     ) -> Result<Vec<url::Url>> {
-        self.inner.signed_urls(method, paths, expires_in).await
+        self.inner().signed_urls(method, paths, expires_in).await
     }
 }
 
@@ -91,13 +117,13 @@ impl<T: ObjectStore + PaginatedListStore + ?Sized> PaginatedListStore for Commit
         prefix: Option<&str>,
         opts: PaginatedListOptions,
     ) -> Result<PaginatedListResult> {
-        self.inner.list_paginated(prefix, opts).await
+        self.inner().list_paginated(prefix, opts).await
     }
 }
 
 /// object_store 0.13's AWS credentials, as the DynamoDB client (on 0.14's types) takes
 /// them: the same provider, asked afresh for every request.
-fn credentials_013(
+fn credentials(
     provider: object_store_013::aws::AwsCredentialProvider,
 ) -> object_store::aws::AwsCredentialProvider {
     Arc::new(Credentials013(provider))
