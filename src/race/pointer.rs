@@ -450,12 +450,34 @@ async fn read_pointer(
         .clone()
         .ok_or("the store gave no ETag, so the pointer cannot be swapped on it")?;
     Ok(match got.bytes().await {
+        Ok(body) if !is_digest_or_opaque(&etag, &body) => Read::Torn(format!(
+            "its ETag {etag} is not its body's digest: a read caught between a write's \
+             metadata and its bytes"
+        )),
         Ok(body) => match parse_target(prefix, &body) {
             Ok(target) => Read::Target(target, etag),
             Err(e) => Read::Torn(e),
         },
         Err(e) => Read::Cut(format!("its body was cut short: {e}")),
     })
+}
+
+/// Whether `etag` is `body`'s MD5, as a single PUT's ETag is on S3, SeaweedFS and s3rver,
+/// or is not an MD5 at all (a multipart upload's, another store's opaque one). s3rver
+/// (`lib/stores/filesystem.js`) keeps an object's ETag in a metadata file apart from its
+/// bytes, and writes the metadata, and answers the PUT, without waiting for the bytes to
+/// reach the file: a GET just after can pair the new ETag with the old bytes, whole. A
+/// swap made on that read names the old target as its predecessor at the new ETag, and
+/// the store is right to let it through: the read, not the swap, was wrong.
+fn is_digest_or_opaque(etag: &str, body: &[u8]) -> bool {
+    use md5::Digest;
+    let bare = etag.trim_start_matches("W/").trim_matches('"');
+    if bare.len() != 32 || !bare.bytes().all(|b| b.is_ascii_hexdigit()) {
+        return true;
+    }
+    let digest = md5::Md5::digest(body);
+    let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
+    bare.eq_ignore_ascii_case(&hex)
 }
 
 /// A metadata path, as stored in the pointer or a metadata file's `replaces`: exactly
