@@ -34,6 +34,13 @@ pub mod lease;
 pub mod lock;
 #[cfg(feature = "harness")]
 pub mod race;
+mod safeguards;
+// The tables' layouts: the crate's own, public to the harness (the wire tests provision
+// the commit lease table by it).
+#[cfg(feature = "harness")]
+pub mod schema;
+#[cfg(not(feature = "harness"))]
+mod schema;
 mod store;
 #[cfg(feature = "object-store-013")]
 pub use store::v013;

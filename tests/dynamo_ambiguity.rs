@@ -6,8 +6,7 @@ mod common;
 
 use common::fake_server::{FakeServer, Reply};
 use dynacommit::dynamo::{
-    AttributeValue, DynamoError, GetItem, Item, PutItem, RetryConfig, TableSpec, TransactWriteItem,
-    UpdateItem,
+    AttributeValue, DynamoError, GetItem, Item, PutItem, RetryConfig, TransactWriteItem, UpdateItem,
 };
 
 const INTERNAL: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"Internal server error"}"#;
@@ -32,7 +31,7 @@ async fn lease_table() -> String {
     let client = common::dynamodb().await;
     let name = common::unique_name("ambiguity");
     client
-        .ensure_table(&TableSpec::commit_leases(&name))
+        .ensure_table(&dynacommit::schema::commit_lease_table(&name))
         .await
         .unwrap();
     name

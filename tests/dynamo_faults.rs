@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use common::fake_server::{FakeServer, Reply};
 use dynacommit::dynamo::{
-    AttributeValue, DynamoError, GetItem, Item, PutItem, Query, RetryConfig, TableSpec,
-    WriteRequest,
+    AttributeValue, DynamoError, GetItem, Item, PutItem, Query, RetryConfig, WriteRequest,
 };
 
 const THROTTLED: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#ThrottlingException","message":"Rate of requests exceeds the allowed throughput."}"#;
@@ -25,7 +24,7 @@ async fn lease_table() -> String {
     let client = common::dynamodb().await;
     let name = common::unique_name("faults");
     client
-        .ensure_table(&TableSpec::commit_leases(&name))
+        .ensure_table(&dynacommit::schema::commit_lease_table(&name))
         .await
         .unwrap();
     name

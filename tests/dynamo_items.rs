@@ -5,13 +5,13 @@ mod common;
 use bytes::Bytes;
 use dynacommit::dynamo::{
     AttributeValue, ConditionCheck, DeleteItem, DynamoClient, DynamoError, GetItem, Item, PutItem,
-    ReturnValues, TableSpec, TransactWriteItem, UpdateItem,
+    ReturnValues, TransactWriteItem, UpdateItem,
 };
 
 async fn lease_table(client: &DynamoClient) -> String {
     let name = common::unique_name("items");
     client
-        .ensure_table(&TableSpec::commit_leases(&name))
+        .ensure_table(&dynacommit::schema::commit_lease_table(&name))
         .await
         .unwrap();
     name

@@ -13,7 +13,7 @@ async fn ensure_table_creates_a_missing_table_with_ttl_on() {
     let client = common::dynamodb().await;
     let name = common::unique_name("ensure");
     let report = client
-        .ensure_table(&TableSpec::commit_leases(&name))
+        .ensure_table(&dynacommit::schema::commit_lease_table(&name))
         .await
         .unwrap();
     assert!(report.created && report.ttl_enabled, "{report:?}");
@@ -34,7 +34,7 @@ async fn ensure_table_creates_a_missing_table_with_ttl_on() {
 #[tokio::test]
 async fn ensure_table_is_idempotent() {
     let client = common::dynamodb().await;
-    let spec = TableSpec::commit_leases(common::unique_name("idem"));
+    let spec = dynacommit::schema::commit_lease_table(common::unique_name("idem"));
     let first = client.ensure_table(&spec).await.unwrap();
     let second = client.ensure_table(&spec).await.unwrap();
     assert!(first.created);
@@ -45,7 +45,7 @@ async fn ensure_table_is_idempotent() {
 #[tokio::test]
 async fn concurrent_ensure_table_calls_all_succeed() {
     let client = common::dynamodb().await;
-    let spec = TableSpec::commit_leases(common::unique_name("racing"));
+    let spec = dynacommit::schema::commit_lease_table(common::unique_name("racing"));
     let reports = futures::future::join_all((0..4).map(|_| client.ensure_table(&spec))).await;
     let created = reports
         .into_iter()
@@ -58,7 +58,7 @@ async fn concurrent_ensure_table_calls_all_succeed() {
 #[tokio::test]
 async fn ensure_table_turns_ttl_on_for_an_existing_table_without_it() {
     let client = common::dynamodb().await;
-    let spec = TableSpec::commit_leases(common::unique_name("nottl"));
+    let spec = dynacommit::schema::commit_lease_table(common::unique_name("nottl"));
     let mut without_ttl = spec.clone();
     without_ttl.ttl_attribute = None;
     client.ensure_table(&without_ttl).await.unwrap();
@@ -82,7 +82,7 @@ async fn ensure_table_refuses_a_table_with_the_wrong_key_schema() {
     client.ensure_table(&hash_only).await.unwrap();
 
     let error = client
-        .ensure_table(&TableSpec::commit_leases(&name))
+        .ensure_table(&dynacommit::schema::commit_lease_table(&name))
         .await
         .unwrap_err();
     assert!(
@@ -103,7 +103,7 @@ async fn ensure_table_refuses_a_table_with_the_wrong_key_schema() {
 #[tokio::test]
 async fn ensure_table_refuses_ttl_on_another_attribute() {
     let client = common::dynamodb().await;
-    let spec = TableSpec::commit_leases(common::unique_name("ttlattr"));
+    let spec = dynacommit::schema::commit_lease_table(common::unique_name("ttlattr"));
     client
         .ensure_table(&spec.clone().with_ttl("expires_at"))
         .await
@@ -145,7 +145,7 @@ async fn an_s3_stores_credential_provider_signs_dynamodb_requests() {
         .unwrap();
     let name = common::unique_name("provider");
     let report = client
-        .ensure_table(&TableSpec::commit_leases(&name))
+        .ensure_table(&dynacommit::schema::commit_lease_table(&name))
         .await
         .unwrap();
     assert!(report.created);
@@ -191,7 +191,7 @@ async fn a_table_created_by_a_lost_first_attempt_is_reported_as_created() {
     .await;
     let client = common::client_for(&server.url, common::quick_retries());
     let report = client
-        .ensure_table(&TableSpec::commit_leases(&name))
+        .ensure_table(&dynacommit::schema::commit_lease_table(&name))
         .await
         .unwrap();
     assert!(
@@ -211,7 +211,7 @@ async fn a_table_created_by_a_lost_first_attempt_is_reported_as_created() {
 async fn a_table_created_by_another_process_is_not_reported_as_created() {
     let direct = common::dynamodb().await;
     let name = common::unique_name("theirs");
-    let spec = TableSpec::commit_leases(&name);
+    let spec = dynacommit::schema::commit_lease_table(&name);
     let rival = spec.clone();
     let server = per_operation(move |op, k| {
         // Our first DescribeTable says missing; the table appears before our CreateTable.
@@ -259,7 +259,7 @@ async fn ensure_table_waits_through_not_found_just_after_create_table() {
     .await;
     let client = common::client_for(&server.url, common::quick_retries());
     let report = client
-        .ensure_table(&TableSpec::commit_leases(&name))
+        .ensure_table(&dynacommit::schema::commit_lease_table(&name))
         .await
         .unwrap();
     assert!(report.created && report.ttl_enabled, "{report:?}");

@@ -131,7 +131,7 @@ async fn dynamo(planted: bool) -> Arc<dyn KvStore> {
         .unwrap();
     kv.ensure_table().await.unwrap();
     let kv = if planted {
-        kv.with_planted_cas_race()
+        kv.with_planted_bug(dynacommit::lease::PlantedBug::KvSwapWithoutCondition)
     } else {
         kv
     };

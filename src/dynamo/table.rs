@@ -63,7 +63,11 @@ impl std::fmt::Display for KeySchema {
 /// ```
 /// use dynacommit::dynamo::TableSpec;
 ///
-/// let spec = TableSpec::commit_leases("delta_log_leases");
+/// use dynacommit::dynamo::{KeyAttribute, KeyType};
+///
+/// let spec = TableSpec::new("delta_log_leases", KeyAttribute::new("path", KeyType::S))
+///     .with_range_key(KeyAttribute::new("etag", KeyType::S))
+///     .with_ttl("ttl");
 /// assert_eq!(spec.key_schema.to_string(), "[hash path (S), range etag (S)]");
 /// assert_eq!(spec.ttl_attribute.as_deref(), Some("ttl"));
 /// ```
@@ -93,15 +97,6 @@ impl TableSpec {
             stream_view_type: None,
             active_timeout: Duration::from_secs(120),
         }
-    }
-
-    /// The schema of the commit lease table: hash `path` (S), range `etag` (S), TTL on
-    /// `ttl`. It is object_store 0.12's DynamoCommit schema, so writers of both can share
-    /// one table.
-    pub fn commit_leases(name: impl Into<String>) -> Self {
-        Self::new(name, KeyAttribute::new("path", KeyType::S))
-            .with_range_key(KeyAttribute::new("etag", KeyType::S))
-            .with_ttl("ttl")
     }
 
     /// Adds a range key.
@@ -573,9 +568,10 @@ impl DynamoClient {
     ///
     /// ```no_run
     /// # async fn run(client: dynacommit::dynamo::DynamoClient) -> Result<(), dynacommit::dynamo::DynamoError> {
-    /// use dynacommit::dynamo::TableSpec;
+    /// use dynacommit::dynamo::{KeyAttribute, KeyType, TableSpec};
     ///
-    /// let report = client.ensure_table(&TableSpec::commit_leases("leases")).await?;
+    /// let spec = TableSpec::new("leases", KeyAttribute::new("path", KeyType::S));
+    /// let report = client.ensure_table(&spec).await?;
     /// if report.created {
     ///     println!("created {}", report.table.name);
     /// }

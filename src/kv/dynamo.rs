@@ -36,9 +36,9 @@ use super::{
 };
 use crate::dynamo::{
     AttributeValue, ConditionCheck, DeleteItem, DynamoClient, DynamoError, EnsureReport,
-    ExpressionAttributes, GetItem, Item, KeyAttribute, KeyType, PutItem, Query, StreamViewType,
-    TableSpec, TransactWriteItem, UpdateItem,
+    ExpressionAttributes, GetItem, Item, PutItem, Query, TransactWriteItem, UpdateItem,
 };
+use crate::safeguards::Safeguards;
 
 /// The namespace of a [`DynamoKv`] unless told otherwise.
 pub const DEFAULT_NAMESPACE: &str = "kv";
@@ -84,7 +84,8 @@ pub struct DynamoKv {
     table: String,
     namespace: Vec<u8>,
     ttl_grace: Option<Duration>,
-    planted_cas_race: bool,
+    /// All in force, but where a test planted a bug.
+    safeguards: Safeguards,
 }
 
 impl std::fmt::Debug for DynamoKv {
@@ -163,7 +164,7 @@ impl DynamoKv {
             table: table.into(),
             namespace: DEFAULT_NAMESPACE.as_bytes().to_vec(),
             ttl_grace: Some(DEFAULT_TTL_GRACE),
-            planted_cas_race: false,
+            safeguards: Safeguards::default(),
         }
     }
 
@@ -176,7 +177,7 @@ impl DynamoKv {
                 problem: "a namespace must be 1 to 512 bytes without zero bytes".into(),
             });
         }
-        if namespace == crate::lease::LEASE_NAMESPACE {
+        if namespace == crate::schema::LEASE_NAMESPACE {
             return Err(KvError::InvalidKey {
                 key: namespace.to_owned(),
                 problem: "that namespace holds the lease records of a shared table: pick another"
@@ -194,11 +195,13 @@ impl DynamoKv {
         self
     }
 
-    /// Plants a bug for the linearizability check to catch: compare-and-swap reads, then
-    /// writes unconditionally.
+    /// Takes out one of the safeguards again, so a test can show the linearizability check
+    /// catching its absence ([`PlantedBug::KvSwapWithoutCondition`]). Never for production
+    /// use.
     #[cfg(feature = "planted-bugs")]
-    pub fn with_planted_cas_race(mut self) -> Self {
-        self.planted_cas_race = true;
+    #[doc(hidden)]
+    pub fn with_planted_bug(mut self, bug: crate::safeguards::PlantedBug) -> Self {
+        self.safeguards = self.safeguards.without(bug);
         self
     }
 
@@ -212,29 +215,16 @@ impl DynamoKv {
         &self.client
     }
 
-    /// The table this store needs: `pk` and `sk`, both binary, TTL on `ttl`, and a stream
-    /// of new and old images for watches.
-    pub fn table_spec(name: impl Into<String>) -> TableSpec {
-        TableSpec::new(name, KeyAttribute::new("pk", KeyType::B))
-            .with_range_key(KeyAttribute::new("sk", KeyType::B))
-            .with_ttl("ttl")
-            .with_stream(StreamViewType::NewAndOldImages)
-    }
-
     /// Creates the table if missing, waits for it, turns TTL and the stream on; refuses a
     /// table of another shape.
     pub async fn ensure_table(&self) -> Result<EnsureReport, DynamoError> {
         self.client
-            .ensure_table(&Self::table_spec(&self.table))
+            .ensure_table(&crate::schema::kv_table(&self.table))
             .await
     }
 
     fn partition(&self, folder: &[u8]) -> Bytes {
-        let mut pk = Vec::with_capacity(self.namespace.len() + 1 + folder.len());
-        pk.extend_from_slice(&self.namespace);
-        pk.push(0);
-        pk.extend_from_slice(folder);
-        Bytes::from(pk)
+        crate::schema::partition_key(&self.namespace, folder)
     }
 
     fn item_key(&self, folder: &[u8], sort: &[u8]) -> Item {
@@ -920,7 +910,9 @@ impl KvStore for DynamoKv {
         for _ in 0..ATTEMPTS {
             let revision = Revision::fresh();
             let item = self.item_of(key, &value, &revision, expires, expiring);
-            if let (Condition::Value(expected), true) = (&condition, self.planted_cas_race) {
+            if let (Condition::Value(expected), false) =
+                (&condition, self.safeguards.compare_and_swap_conditional())
+            {
                 let now = unix_ms(SystemTime::now());
                 self.planted_compare_and_swap(key, item, expected, now)
                     .await?;

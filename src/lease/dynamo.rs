@@ -8,7 +8,6 @@ use super::record::{Expect, LeaseRecord, PutOutcome};
 use super::table::{LeaseTable, TableError};
 use crate::dynamo::{
     AttributeValue, DynamoClient, DynamoError, EnsureReport, GetItem, Item, PutItem, Query, Scan,
-    TableSpec,
 };
 
 /// The owner written into a record released by [`DynamoLeaseTable::break_lease`].
@@ -58,7 +57,7 @@ enum Layout {
 
 /// The namespace of lease records in a table shared with the key-value store; no
 /// [`DynamoKv`](crate::kv::DynamoKv) may use it.
-pub const LEASE_NAMESPACE: &str = "dynacommit.lease";
+pub const LEASE_NAMESPACE: &str = crate::schema::LEASE_NAMESPACE;
 
 impl DynamoLeaseTable {
     /// Leases in `table`, reached through `client`, in object_store 0.12's schema.
@@ -115,8 +114,8 @@ impl DynamoLeaseTable {
     /// an existing table whose key schema differs is an error, not changed.
     pub async fn ensure_table(&self) -> Result<EnsureReport, DynamoError> {
         let spec = match self.layout {
-            Layout::Commit => TableSpec::commit_leases(&self.table),
-            Layout::Shared => crate::kv::DynamoKv::table_spec(&self.table),
+            Layout::Commit => crate::schema::commit_lease_table(&self.table),
+            Layout::Shared => crate::schema::kv_table(&self.table),
         };
         self.client.ensure_table(&spec).await
     }
@@ -259,11 +258,7 @@ impl DynamoLeaseTable {
 
 /// The partition of lease records of `path` in a shared table.
 fn shared_partition(path: &str) -> bytes::Bytes {
-    let mut pk = Vec::with_capacity(LEASE_NAMESPACE.len() + 1 + path.len());
-    pk.extend_from_slice(LEASE_NAMESPACE.as_bytes());
-    pk.push(0);
-    pk.extend_from_slice(path.as_bytes());
-    bytes::Bytes::from(pk)
+    crate::schema::partition_key(LEASE_NAMESPACE.as_bytes(), path.as_bytes())
 }
 
 /// Building a lease manager on DynamoDB from settings failed.

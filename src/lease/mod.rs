@@ -12,22 +12,19 @@ mod config;
 mod dynamo;
 mod manager;
 mod memory;
-mod planted;
 mod pressure;
 mod queue;
 mod record;
 mod table;
 
+#[cfg(feature = "planted-bugs")]
+pub use crate::safeguards::PlantedBug;
 pub use clock::{Clock, SystemClock};
 pub use config::{ConfigError, DEFAULT_TABLE, LeaseConfig, MAX_TIMEOUT, MAX_TTL};
 pub use dynamo::{BROKEN_BY_OPERATOR, DynamoLeaseTable, LEASE_NAMESPACE, SetupError};
 pub use manager::{AcquireError, GuardError, Lease, LeaseError, LeaseManager, Waiting};
 pub(crate) use manager::{Beaten, Ending, LeaseEnd, bare_etag, lease_etag, same_etag};
 pub use memory::MemoryLeaseTable;
-#[cfg(feature = "planted-bugs")]
-pub use planted::PlantedBug;
-#[cfg(not(feature = "planted-bugs"))]
-pub(crate) use planted::PlantedBug;
 pub(crate) use queue::new_scope;
 pub use record::{CREATE_ETAG, Expect, Holder, LeaseRecord, PutOutcome};
 pub use table::{LeaseTable, TableError};

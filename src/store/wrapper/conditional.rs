@@ -13,7 +13,7 @@ use os::{
 };
 use tracing::Instrument;
 
-use crate::lease::{Beaten, CREATE_ETAG, Ending, GuardError, LeaseEnd, PlantedBug};
+use crate::lease::{Beaten, CREATE_ETAG, Ending, GuardError, LeaseEnd};
 use crate::store::conditions::{Conditions, Enforced};
 use crate::store::headers::Header;
 
@@ -39,7 +39,7 @@ impl<T: ObjectStore + ?Sized> CommitStore<T> {
     /// leased write then cannot land on a commit made without a lease (a native writer's,
     /// a plain client's); on one that ignores it, it costs nothing.
     pub(super) fn carries(&self, header: Header) -> bool {
-        !self.leases.planted(PlantedBug::PlainWriteUnderLease) && self.headers.carries(header)
+        self.leases.safeguards().condition_under_lease() && self.headers.carries(header)
     }
 
     /// `mode` as the store takes it: `If-Match` names the ETag unquoted where the store
