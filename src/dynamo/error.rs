@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use super::attr::Item;
-use super::streams::StreamViewType;
+use super::stream_view::StreamViewType;
 
 /// An error from the DynamoDB client.
 ///

@@ -11,6 +11,7 @@
 
 mod attr;
 mod batch;
+mod builder;
 mod client;
 mod error;
 mod item;
@@ -20,6 +21,7 @@ mod query;
 mod response;
 mod retry;
 mod signing;
+mod stream_view;
 mod streams;
 mod table;
 mod transact;
@@ -27,10 +29,11 @@ mod transact;
 // What a user of the library meets: the client, its builder and retry settings, its
 // error and what the error carries, and what table set-up reports.
 pub use attr::{AttributeValue, Item};
-pub use client::{DynamoClient, DynamoClientBuilder};
+pub use builder::DynamoClientBuilder;
+pub use client::DynamoClient;
 pub use error::{CancellationReason, DynamoError};
 pub use retry::RetryConfig;
-pub use streams::StreamViewType;
+pub use stream_view::StreamViewType;
 pub use table::{EnsureReport, KeyAttribute, KeySchema, KeyType, TableDescription};
 
 // The wire operations: the crate's own, public only to the harness (the tests of the

@@ -19,38 +19,7 @@ use serde::{Deserialize, Serialize};
 use super::attr::Item;
 use super::client::DynamoClient;
 use super::error::DynamoError;
-
-/// What a stream record holds of the changed item.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "SCREAMING_SNAKE_CASE")]
-pub enum StreamViewType {
-    /// The key attributes only.
-    KeysOnly,
-    /// The item as it is after the change.
-    NewImage,
-    /// The item as it was before the change.
-    OldImage,
-    /// Both.
-    NewAndOldImages,
-}
-
-impl StreamViewType {
-    /// The name DynamoDB uses (`NEW_AND_OLD_IMAGES`, ...).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Self::KeysOnly => "KEYS_ONLY",
-            Self::NewImage => "NEW_IMAGE",
-            Self::OldImage => "OLD_IMAGE",
-            Self::NewAndOldImages => "NEW_AND_OLD_IMAGES",
-        }
-    }
-}
-
-impl std::fmt::Display for StreamViewType {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
+use super::stream_view::StreamViewType;
 
 /// One stream of a table, as ListStreams reports it. A table has at most one enabled
 /// stream, but keeps its disabled ones listed for 24 hours.

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 
 use super::client::{Deadline, DynamoClient};
 use super::error::DynamoError;
-use super::streams::StreamViewType;
+use super::stream_view::StreamViewType;
 
 /// The type of a key attribute.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]

@@ -33,6 +33,7 @@
 mod dynamo;
 mod error;
 pub mod key;
+mod layout;
 mod memory;
 mod txn;
 
@@ -46,8 +47,9 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures::stream::BoxStream;
 
-pub use dynamo::{DEFAULT_NAMESPACE, DEFAULT_TTL_GRACE, DynamoKv, FOLDER_SHARDS};
+pub use dynamo::{DEFAULT_NAMESPACE, DEFAULT_TTL_GRACE, DynamoKv};
 pub use error::KvError;
+pub use layout::FOLDER_SHARDS;
 pub use memory::MemoryKv;
 pub use types::{Checkpoint, Condition, Entry, EventKind, Revision, TxnAction, TxnOp, WatchEvent};
 

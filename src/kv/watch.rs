@@ -21,8 +21,9 @@ use futures::stream::BoxStream;
 use serde::{Deserialize, Serialize};
 use tokio::sync::mpsc;
 
-use super::{Checkpoint, DynamoKv, EventKind, KvError, WatchEvent};
-use crate::dynamo::{DynamoError, EventName, Shard, ShardPosition, StreamRecord};
+use super::layout::{Layout, SWEPT};
+use super::{Checkpoint, EventKind, KvError, WatchEvent};
+use crate::dynamo::{DynamoClient, DynamoError, EventName, Shard, ShardPosition, StreamRecord};
 
 /// The pause between polls of shards that had nothing new. DynamoDB Streams serves about
 /// five GetRecords a second per shard, shared by all its readers: an idle watch takes two.
@@ -80,16 +81,19 @@ impl Position {
     }
 }
 
-/// The events of `kv` under `prefix`, from now or after `from`.
+/// The events under `prefix` of the store laid out as `layout`, read through `client`,
+/// from now or after `from`.
 pub(crate) fn watch(
-    kv: DynamoKv,
+    client: DynamoClient,
+    layout: Layout,
     prefix: Vec<u8>,
     from: Option<super::Checkpoint>,
 ) -> BoxStream<'static, Result<WatchEvent, KvError>> {
     let (sender, receiver) = mpsc::channel(BUFFER);
     let task = tokio::spawn(async move {
         let mut reader = Reader {
-            kv,
+            client,
+            layout,
             prefix,
             sender,
             position: Position::default(),
@@ -121,7 +125,9 @@ impl Drop for AbortOnDrop {
 }
 
 struct Reader {
-    kv: DynamoKv,
+    client: DynamoClient,
+    /// The store's layout, to decode its records by.
+    layout: Layout,
     prefix: Vec<u8>,
     sender: mpsc::Sender<Result<WatchEvent, KvError>>,
     position: Position,
@@ -206,24 +212,20 @@ impl Reader {
 
     /// The table's stream, which must show new and old images.
     async fn stream_arn(&self) -> Result<String, KvError> {
-        let table = self
-            .kv
-            .client()
-            .describe_table(self.kv.table_name())
-            .await?;
+        let table = self.client.describe_table(&self.layout.table).await?;
         match (table.latest_stream_arn, table.stream_view_type) {
             (Some(arn), Some(crate::dynamo::StreamViewType::NewAndOldImages)) => Ok(arn),
             _ => Err(KvError::WatchLost {
                 problem: format!(
                     "table {} has no stream of new and old images: run `DynamoKv::ensure_table` (or `dynacommit kv` once) to turn it on",
-                    self.kv.table_name()
+                    &self.layout.table
                 ),
             }),
         }
     }
 
     async fn describe(&self, stream: &str) -> Result<Vec<Shard>, KvError> {
-        Ok(self.kv.client().describe_stream(stream).await?.shards)
+        Ok(self.client.describe_stream(stream).await?.shards)
     }
 
     /// Starts reading `shard` at `position`.
@@ -235,8 +237,7 @@ impl Reader {
     ) -> Result<(), KvError> {
         let resume_from_start = position == ShardPosition::TrimHorizon;
         let iterator = self
-            .kv
-            .client()
+            .client
             .get_shard_iterator(stream, shard, position)
             .await
             .map_err(lost)?;
@@ -303,7 +304,7 @@ impl Reader {
         let Some(iterator) = self.iterators.get(shard).cloned() else {
             return Ok(Polled::Records(0));
         };
-        let page = match self.kv.client().get_records(&iterator, Some(1000)).await {
+        let page = match self.client.get_records(&iterator, Some(1000)).await {
             Ok(page) => page,
             // A consumer slower than the iterator's 15 minutes: go on from the position.
             Err(e) if e.is_expired_iterator() => {
@@ -368,7 +369,7 @@ impl Reader {
 
     /// What a record means to this watch, if anything.
     fn event(&self, record: StreamRecord) -> Option<EventKind> {
-        let key = self.kv.decode_record_key(&record.keys)?;
+        let key = self.layout.decode_record_key(&record.keys)?;
         if !key.starts_with(&self.prefix) {
             return None;
         }
@@ -377,7 +378,7 @@ impl Reader {
                 let image = record.new_image?;
                 // A sweep marks an expired entry before deleting it: the mark alone (the
                 // revision unchanged) is no change to report.
-                let marked = |i: &crate::dynamo::Item| i.contains_key(super::dynamo::SWEPT);
+                let marked = |i: &crate::dynamo::Item| i.contains_key(SWEPT);
                 let rev = |i: &crate::dynamo::Item| i.get("rev").cloned();
                 if let Some(old) = &record.old_image
                     && marked(&image)
@@ -386,13 +387,13 @@ impl Reader {
                 {
                     return None;
                 }
-                self.kv.decode_image(&image).map(EventKind::Put)
+                self.layout.decode_image(&image).map(EventKind::Put)
             }
             EventName::Remove => {
                 let swept = record
                     .old_image
                     .as_ref()
-                    .is_some_and(|old| old.contains_key(super::dynamo::SWEPT));
+                    .is_some_and(|old| old.contains_key(SWEPT));
                 if swept || record.by_ttl {
                     Some(EventKind::Expired { key })
                 } else {

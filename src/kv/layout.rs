@@ -1,0 +1,277 @@
+//! How [`DynamoKv`](crate::kv::DynamoKv) lays out its items in the table (the table's own
+//! shape is `crate::schema`'s): rows, partitions, folder counters, and decoding them back,
+//! for the store and for its watches.
+//!
+//! # Layout
+//!
+//! One item per key, in the partition of its folder: partition key `pk` = namespace, a
+//! zero byte, the folder (`kv\0a/b/`); sort key `sk` = the rest of the key (`c`). So keys
+//! spread over as many partitions as there are folders, and a folder's keys come back in
+//! key order from one Query.
+//!
+//! Each folder has a counter of the keys stored anywhere beneath it, kept in its parent's
+//! partition beside its sibling keys: sort key = the folder's name, its `/` and one byte
+//! of shard (`b/\x03`), attribute `n`. A key is created or deleted in one transaction with
+//! `+1` or `-1` on one shard of each folder it sits in, so a folder is listed exactly while
+//! the sum of its shards is above zero. Shards spread those updates over
+//! [`FOLDER_SHARDS`] items, so that creates in one busy folder do not queue on one item.
+//! Overwrites never touch counters. Counter items whose sum fell to zero stay behind (a
+//! few bytes per folder ever used) and are skipped by every read.
+//!
+//! Why the counters sort where they do: every key under folder `b/` of `a/` is `a/b/...`,
+//! which sorts after every sibling key `a/b<c>` with `<c>` below `/` and before every one
+//! with `<c>` above it, exactly where `b/` + shard sorts among the names in `a/`'s
+//! partition. So a walk of the partitions that descends at each counter visits keys in
+//! key order: that is how [`KvStore::range`] reads ordered ranges across folders.
+
+use std::collections::BTreeMap;
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+
+use super::{Entry, KvError, Revision, from_unix_ms, key, unix_ms};
+use crate::dynamo::{AttributeValue, Item, TransactWriteItem, UpdateItem};
+
+/// How many items each folder's counter is spread over.
+pub const FOLDER_SHARDS: u8 = 8;
+
+/// Where a store's items go: its table, its namespace, and how long TTL waits.
+#[derive(Debug, Clone)]
+pub(super) struct Layout {
+    pub(super) table: String,
+    pub(super) namespace: Vec<u8>,
+    pub(super) ttl_grace: Option<Duration>,
+}
+
+/// The attribute a sweep marks an expired entry with before deleting it, so that watchers
+/// tell its removal from a delete.
+pub(super) const SWEPT: &str = "swept";
+
+/// A stored item of this store, expired or not.
+#[derive(Debug, Clone)]
+pub(super) struct Stored {
+    pub(super) key: Vec<u8>,
+    pub(super) value: Bytes,
+    pub(super) revision: Revision,
+    pub(super) expires_ms: Option<u64>,
+    /// Counted in its folders' `x` (see the module's layout notes).
+    pub(super) counted_expiring: bool,
+}
+
+impl Stored {
+    pub(super) fn is_live(&self, now_ms: u64) -> bool {
+        self.expires_ms.is_none_or(|e| e > now_ms)
+    }
+
+    pub(super) fn entry(self) -> Entry {
+        Entry {
+            key: self.key,
+            value: self.value,
+            revision: self.revision,
+            expires: self.expires_ms.map(from_unix_ms),
+        }
+    }
+}
+
+/// One item of a partition walk, in sort key order.
+pub(super) enum Row {
+    Key(Stored),
+    /// A folder counter shard: the folder's name (with its `/`) and the shard's counts.
+    Counter(Vec<u8>, Counts),
+}
+
+/// A folder counter's counts (or a change to them): `n` keys stored beneath, `x` of them
+/// counted as expiring.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub(super) struct Counts {
+    pub(super) n: i64,
+    pub(super) x: i64,
+}
+
+impl std::ops::AddAssign for Counts {
+    fn add_assign(&mut self, other: Self) {
+        self.n += other.n;
+        self.x += other.x;
+    }
+}
+
+impl Counts {
+    /// Certainly a live key beneath: one that never expires.
+    pub(super) fn has_permanent(self) -> bool {
+        self.n - self.x > 0
+    }
+}
+
+/// The condition that an item is live, for expressions with `#exp` and `:now`.
+pub(super) const LIVE: &str = "(attribute_not_exists(#exp) OR #exp > :now)";
+
+/// Counter changes per folder: (the folder holding it, its name).
+pub(super) type FolderCounts = BTreeMap<(Vec<u8>, Vec<u8>), Counts>;
+
+impl Layout {
+    pub(super) fn partition(&self, folder: &[u8]) -> Bytes {
+        crate::schema::partition_key(&self.namespace, folder)
+    }
+
+    pub(super) fn item_key(&self, folder: &[u8], sort: &[u8]) -> Item {
+        Item::from([
+            ("pk".to_owned(), AttributeValue::B(self.partition(folder))),
+            (
+                "sk".to_owned(),
+                AttributeValue::B(Bytes::copy_from_slice(sort)),
+            ),
+        ])
+    }
+
+    pub(super) fn key_of(&self, key: &[u8]) -> Item {
+        let (folder, name) = key::split(key);
+        self.item_key(folder, name)
+    }
+
+    /// The item of an entry; `counted` marks it counted in its folders' `x`.
+    pub(super) fn item_of(
+        &self,
+        key: &[u8],
+        value: &Bytes,
+        revision: &Revision,
+        expires: Option<SystemTime>,
+        counted: bool,
+    ) -> Item {
+        let mut item = self.key_of(key);
+        if counted {
+            item.insert("cx".into(), AttributeValue::Bool(true));
+        }
+        item.insert("v".into(), AttributeValue::B(value.clone()));
+        item.insert("rev".into(), AttributeValue::from(revision.as_str()));
+        if let Some(at) = expires {
+            let ms = unix_ms(at);
+            item.insert("exp".into(), AttributeValue::from(ms));
+            if let Some(seconds) = self.ttl_seconds(ms) {
+                item.insert("ttl".into(), AttributeValue::from(seconds));
+            }
+        }
+        item
+    }
+
+    /// The TTL attribute for an entry expiring at `ms`: the expiry plus the grace, in whole
+    /// seconds rounded up (`None`: no TTL deletion).
+    pub(super) fn ttl_seconds(&self, ms: u64) -> Option<u64> {
+        let grace = u64::try_from(self.ttl_grace?.as_millis()).unwrap_or(u64::MAX);
+        Some(ms.saturating_add(grace).div_ceil(1000))
+    }
+
+    /// Reads an item of this store back: a key, a counter, or an error for a stranger.
+    pub(super) fn row(&self, item: &Item) -> Result<Row, KvError> {
+        let bytes = |name: &str| item.get(name).and_then(AttributeValue::as_bytes);
+        let (Some(pk), Some(sk)) = (bytes("pk"), bytes("sk")) else {
+            return Err(KvError::Malformed {
+                key: "?".into(),
+                problem: "no binary pk and sk".into(),
+            });
+        };
+        let folder = pk
+            .strip_prefix(self.namespace.as_slice())
+            .and_then(|rest| rest.strip_prefix(&[0][..]))
+            .ok_or_else(|| KvError::Malformed {
+                key: key::display(pk),
+                problem: "its partition is not in this store's namespace".into(),
+            })?;
+        let mut full = folder.to_vec();
+        full.extend_from_slice(sk);
+        let malformed = |problem: &str| KvError::Malformed {
+            key: key::display(&full),
+            problem: problem.to_owned(),
+        };
+        if sk.len() >= 2 && sk[sk.len() - 2] == b'/' {
+            let number = |name: &str| item.get(name).map(AttributeValue::as_i64);
+            let (Some(Some(n)), None | Some(Some(_))) = (number("n"), number("x")) else {
+                return Err(malformed(
+                    "a folder counter without whole numbers `n` and `x`",
+                ));
+            };
+            let x = number("x").flatten().unwrap_or(0);
+            return Ok(Row::Counter(sk[..sk.len() - 1].to_vec(), Counts { n, x }));
+        }
+        let value = bytes("v")
+            .ok_or_else(|| malformed("no binary value `v`"))?
+            .clone();
+        let revision = item
+            .get("rev")
+            .and_then(AttributeValue::as_str)
+            .ok_or_else(|| malformed("no string revision `rev`"))?;
+        let expires_ms = match item.get("exp") {
+            None => None,
+            Some(exp) => Some(
+                exp.as_u64()
+                    .ok_or_else(|| malformed("`exp` is not a whole number"))?,
+            ),
+        };
+        let counted_expiring = item.get("cx").and_then(AttributeValue::as_bool) == Some(true);
+        Ok(Row::Key(Stored {
+            key: full,
+            value,
+            revision: Revision::from(revision),
+            expires_ms,
+            counted_expiring,
+        }))
+    }
+
+    pub(super) fn stored(&self, item: &Item) -> Result<Stored, KvError> {
+        match self.row(item)? {
+            Row::Key(stored) => Ok(stored),
+            Row::Counter(name, _) => Err(KvError::Malformed {
+                key: key::display(&name),
+                problem: "a folder counter where a key was expected".into(),
+            }),
+        }
+    }
+
+    /// `delta` on one shard of each folder `key` sits in.
+    pub(super) fn count(&self, key: &[u8], delta: Counts, counts: &mut FolderCounts) {
+        for (parent, name) in key::folders(key) {
+            *counts.entry((parent.to_vec(), name.to_vec())).or_default() += delta;
+        }
+    }
+
+    /// The counter updates for `counts`, each on a random shard of its folder.
+    pub(super) fn counter_updates(&self, counts: FolderCounts) -> Vec<TransactWriteItem> {
+        counts
+            .into_iter()
+            .filter(|(_, delta)| *delta != Counts::default())
+            .map(|((parent, name), delta)| {
+                let mut sort = name;
+                sort.push(rand::random_range(0..FOLDER_SHARDS));
+                let key = self.item_key(&parent, &sort);
+                TransactWriteItem::Update(
+                    UpdateItem::new(&self.table, key, "ADD #n :n, #x :x")
+                        .name("#n", "n")
+                        .name("#x", "x")
+                        .value(":n", delta.n)
+                        .value(":x", delta.x),
+                )
+            })
+            .collect()
+    }
+
+    /// A stream record's item, as this store's key and (for puts) entry; `None` for
+    /// counters and other namespaces.
+    pub(super) fn decode_record_key(&self, keys: &Item) -> Option<Vec<u8>> {
+        let bytes = |name: &str| keys.get(name).and_then(AttributeValue::as_bytes);
+        let (pk, sk) = (bytes("pk")?, bytes("sk")?);
+        let folder = pk
+            .strip_prefix(self.namespace.as_slice())?
+            .strip_prefix(&[0][..])?;
+        if sk.len() >= 2 && sk[sk.len() - 2] == b'/' {
+            return None;
+        }
+        Some([folder, sk.as_ref()].concat())
+    }
+
+    /// A stream image as an entry (live or not: the watcher decides).
+    pub(super) fn decode_image(&self, image: &Item) -> Option<Entry> {
+        match self.row(image) {
+            Ok(Row::Key(stored)) => Some(stored.entry()),
+            _ => None,
+        }
+    }
+}
