@@ -2,6 +2,7 @@
 
 mod common;
 
+use common::{local_dynamodb, text};
 use std::process::{Command, Output};
 
 fn dynacommit(args: &[&str], env: &[(&str, &str)]) -> Output {
@@ -9,19 +10,6 @@ fn dynacommit(args: &[&str], env: &[(&str, &str)]) -> Output {
     command.args(args);
     command.envs(env.iter().copied());
     command.output().unwrap()
-}
-
-/// The variables that point the CLI at DynamoDB Local at `url`, and nothing else.
-fn local_dynamodb(url: &str) -> [(&'static str, &str); 3] {
-    [
-        ("AWS_ENDPOINT_URL_DYNAMODB", url),
-        ("AWS_ACCESS_KEY_ID", "dynacommit"),
-        ("AWS_SECRET_ACCESS_KEY", "dynacommitsecret"),
-    ]
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 #[test]

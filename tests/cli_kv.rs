@@ -3,6 +3,7 @@
 
 mod common;
 
+use common::{local_dynamodb, text};
 use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Child, Command, Output, Stdio};
@@ -22,10 +23,6 @@ fn command(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Command {
 
 fn dynacommit(dir: &Path, args: &[&str], env: &[(&str, &str)]) -> Output {
     command(dir, args, env).output().unwrap()
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// Runs a command that must succeed; its stdout.
@@ -69,15 +66,6 @@ fn within(mut child: Child, why: &str) -> Output {
         std::thread::sleep(Duration::from_millis(50));
     }
     child.wait_with_output().unwrap()
-}
-
-/// The variables that point the CLI at DynamoDB Local, and nothing else.
-fn local_dynamodb(url: &str) -> [(&'static str, &str); 3] {
-    [
-        ("AWS_ENDPOINT_URL_DYNAMODB", url),
-        ("AWS_ACCESS_KEY_ID", "dynacommit"),
-        ("AWS_SECRET_ACCESS_KEY", "dynacommitsecret"),
-    ]
 }
 
 /// `args` with `extra` appended.

@@ -5,36 +5,18 @@
 mod common;
 
 use common::fake_server::{FakeServer, Reply};
+use common::wire::{THROTTLED, key, lease_table};
 use dynacommit::dynamo::{
     AttributeValue, DynamoError, GetItem, Item, PutItem, RetryConfig, TransactWriteItem, UpdateItem,
 };
 
 const INTERNAL: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"Internal server error"}"#;
-const THROTTLED: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#ThrottlingException","message":"Rate of requests exceeds the allowed throughput."}"#;
 const EXPIRED: &str = r#"{"__type":"com.amazon.coral.service#ExpiredTokenException","message":"The security token included in the request is expired"}"#;
 const IN_PROGRESS: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#TransactionInProgressException","message":"Transaction is ongoing for the transaction request token"}"#;
 const CONDITION_FAILED: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#ConditionalCheckFailedException","message":"The conditional request failed"}"#;
 
-fn key(path: &str) -> Item {
-    [
-        ("path".to_owned(), AttributeValue::from(path)),
-        ("etag".to_owned(), AttributeValue::from("*")),
-    ]
-    .into()
-}
-
 fn real() -> String {
     format!("{}/", common::dynamodb_url())
-}
-
-async fn lease_table() -> String {
-    let client = common::dynamodb().await;
-    let name = common::unique_name("ambiguity");
-    client
-        .ensure_table(&dynacommit::schema::commit_lease_table(&name))
-        .await
-        .unwrap();
-    name
 }
 
 /// A put-if-absent of an item carrying `owner`, asking for the old item on failure.
@@ -57,7 +39,7 @@ async fn read(table: &str, path: &str) -> Option<Item> {
 
 #[tokio::test]
 async fn a_condition_failure_after_a_lost_answer_is_ambiguous_and_keeps_the_old_item() {
-    let table = lease_table().await;
+    let table = lease_table("ambiguity").await;
     let to = real();
     // Attempt 1 applies, but its answer is replaced by a 500; attempt 2 goes through and
     // fails its condition on attempt 1's own write.
@@ -107,7 +89,7 @@ async fn a_condition_failure_after_a_lost_answer_is_ambiguous_and_keeps_the_old_
 
 #[tokio::test]
 async fn an_expired_token_after_a_lost_answer_is_ambiguous() {
-    let table = lease_table().await;
+    let table = lease_table("ambiguity").await;
     let to = real();
     let server = FakeServer::start(move |n, _| match n {
         0 => Reply::ForwardThenAnswer(to.clone(), 503, INTERNAL.into()),
@@ -129,7 +111,7 @@ async fn an_expired_token_after_a_lost_answer_is_ambiguous() {
 
 #[tokio::test]
 async fn throttling_until_exhausted_after_a_lost_answer_is_ambiguous() {
-    let table = lease_table().await;
+    let table = lease_table("ambiguity").await;
     let to = real();
     let server = FakeServer::start(move |n, _| {
         if n == 0 {
@@ -188,7 +170,7 @@ async fn a_read_after_a_lost_answer_is_not_marked() {
 
 #[tokio::test]
 async fn a_transaction_in_progress_is_retried_until_it_resolves() {
-    let table = lease_table().await;
+    let table = lease_table("ambiguity").await;
     let to = real();
     let server = FakeServer::start(move |n, _| {
         if n == 0 {
@@ -232,7 +214,7 @@ async fn a_transaction_forever_in_progress_is_ambiguous() {
 
 #[tokio::test]
 async fn an_unreadable_success_of_a_write_is_ambiguous() {
-    let table = lease_table().await;
+    let table = lease_table("ambiguity").await;
     let to = real();
     let server = FakeServer::start(move |_, _| {
         Reply::ForwardThenAnswer(to.clone(), 200, "<html>OK</html>".into())
@@ -293,7 +275,7 @@ async fn count(table: &str) -> Option<u64> {
 
 #[tokio::test]
 async fn a_counting_update_is_not_sent_again_after_a_lost_answer() {
-    let table = lease_table().await;
+    let table = lease_table("ambiguity").await;
     let to = real();
     let lost_first = move |n: usize, _: &str| {
         if n == 0 {
@@ -322,7 +304,7 @@ async fn a_counting_update_is_not_sent_again_after_a_lost_answer() {
 
 #[tokio::test]
 async fn a_counting_update_is_still_retried_after_throttling() {
-    let table = lease_table().await;
+    let table = lease_table("ambiguity").await;
     let to = real();
     let server = FakeServer::start(move |n, _| {
         if n < 2 {

@@ -7,22 +7,14 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::fake_server::{FakeServer, Reply};
+use common::wire::key;
 use dynacommit::dynamo::{
-    AttributeValue, DynamoClient, DynamoError, GetItem, Item, PutItem, Query, RetryConfig, Scan,
-    WriteRequest,
+    DynamoClient, DynamoError, GetItem, PutItem, Query, RetryConfig, Scan, WriteRequest,
 };
 use object_store::aws::AwsCredential;
 
 /// A bound no test here should come near: a test that would hang fails here instead.
 const HANG: Duration = Duration::from_secs(20);
-
-fn key(path: &str) -> Item {
-    [
-        ("path".to_owned(), AttributeValue::from(path)),
-        ("etag".to_owned(), AttributeValue::from("*")),
-    ]
-    .into()
-}
 
 async fn within<T>(what: &str, call: impl Future<Output = T>) -> (T, Duration) {
     let started = Instant::now();

@@ -6,29 +6,8 @@ mod common;
 use std::time::Duration;
 
 use common::fake_server::{FakeServer, Reply};
-use dynacommit::dynamo::{
-    AttributeValue, DynamoError, GetItem, Item, PutItem, Query, RetryConfig, WriteRequest,
-};
-
-const THROTTLED: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#ThrottlingException","message":"Rate of requests exceeds the allowed throughput."}"#;
-
-fn key(path: &str) -> Item {
-    [
-        ("path".to_owned(), AttributeValue::from(path)),
-        ("etag".to_owned(), AttributeValue::from("*")),
-    ]
-    .into()
-}
-
-async fn lease_table() -> String {
-    let client = common::dynamodb().await;
-    let name = common::unique_name("faults");
-    client
-        .ensure_table(&dynacommit::schema::commit_lease_table(&name))
-        .await
-        .unwrap();
-    name
-}
+use common::wire::{THROTTLED, key, lease_table};
+use dynacommit::dynamo::{DynamoError, GetItem, PutItem, Query, RetryConfig, WriteRequest};
 
 /// A server that throttles the first `storm` requests and forwards the rest.
 async fn storm(storm: usize) -> FakeServer {
@@ -45,7 +24,7 @@ async fn storm(storm: usize) -> FakeServer {
 
 #[tokio::test]
 async fn a_throttling_storm_within_the_bound_ends_in_success() {
-    let table = lease_table().await;
+    let table = lease_table("faults").await;
     let server = storm(6).await;
     let client = common::client_for(
         &server.url,
@@ -280,7 +259,7 @@ fn unprocessed(table: &str, items: &[WriteRequest]) -> String {
 
 #[tokio::test]
 async fn unprocessed_batch_writes_are_sent_again_until_applied() {
-    let table = lease_table().await;
+    let table = lease_table("faults").await;
     let writes: Vec<WriteRequest> = (0..25)
         .map(|i| WriteRequest::Put {
             item: key(&format!("batch/{i}")),

@@ -3,27 +3,11 @@
 mod common;
 
 use bytes::Bytes;
+use common::wire::{key_at, lease_table_of};
 use dynacommit::dynamo::{
-    AttributeValue, ConditionCheck, DeleteItem, DynamoClient, DynamoError, GetItem, Item, PutItem,
-    ReturnValues, TransactWriteItem, UpdateItem,
+    AttributeValue, ConditionCheck, DeleteItem, DynamoError, GetItem, Item, PutItem, ReturnValues,
+    TransactWriteItem, UpdateItem,
 };
-
-async fn lease_table(client: &DynamoClient) -> String {
-    let name = common::unique_name("items");
-    client
-        .ensure_table(&dynacommit::schema::commit_lease_table(&name))
-        .await
-        .unwrap();
-    name
-}
-
-fn key(path: &str, etag: &str) -> Item {
-    [
-        ("path".to_owned(), AttributeValue::from(path)),
-        ("etag".to_owned(), AttributeValue::from(etag)),
-    ]
-    .into()
-}
 
 fn with(mut item: Item, name: &str, value: impl Into<AttributeValue>) -> Item {
     item.insert(name.to_owned(), value.into());
@@ -33,10 +17,10 @@ fn with(mut item: Item, name: &str, value: impl Into<AttributeValue>) -> Item {
 #[tokio::test]
 async fn every_attribute_type_round_trips_through_the_server_exactly() {
     let client = common::dynamodb().await;
-    let table = lease_table(&client).await;
+    let table = lease_table_of(&client, "items").await;
     let big = "12345678901234567890123456789012345678"; // 38 digits: past any float
     let precise = "3.1415926535897932384626433832795028";
-    let mut item = key("types", "*");
+    let mut item = key_at("types", "*");
     item.extend([
         ("s".to_owned(), AttributeValue::from("héllo ✓")),
         ("n_big".to_owned(), AttributeValue::N(big.into())),
@@ -68,7 +52,7 @@ async fn every_attribute_type_round_trips_through_the_server_exactly() {
         .await
         .unwrap();
     let read = client
-        .get_item(&GetItem::new(&table, key("types", "*")))
+        .get_item(&GetItem::new(&table, key_at("types", "*")))
         .await
         .unwrap()
         .expect("the item just written");
@@ -77,7 +61,7 @@ async fn every_attribute_type_round_trips_through_the_server_exactly() {
     assert_eq!(read["n_max"].as_u64(), Some(u64::MAX));
 
     let missing = client
-        .get_item(&GetItem::new(&table, key("nothing", "*")))
+        .get_item(&GetItem::new(&table, key_at("nothing", "*")))
         .await
         .unwrap();
     assert_eq!(missing, None);
@@ -86,9 +70,9 @@ async fn every_attribute_type_round_trips_through_the_server_exactly() {
 #[tokio::test]
 async fn a_failed_condition_returns_the_old_item_only_when_asked() {
     let client = common::dynamodb().await;
-    let table = lease_table(&client).await;
+    let table = lease_table_of(&client, "items").await;
     let create = |generation: u64| {
-        PutItem::new(&table, with(key("p", "*"), "generation", generation))
+        PutItem::new(&table, with(key_at("p", "*"), "generation", generation))
             .condition("attribute_not_exists(#pk)")
             .name("#pk", "path")
     };
@@ -124,16 +108,16 @@ async fn a_failed_condition_returns_the_old_item_only_when_asked() {
 #[tokio::test]
 async fn update_and_delete_honour_their_conditions() {
     let client = common::dynamodb().await;
-    let table = lease_table(&client).await;
+    let table = lease_table_of(&client, "items").await;
     client
         .put_item(&PutItem::new(
             &table,
-            with(key("u", "*"), "generation", 1u8),
+            with(key_at("u", "*"), "generation", 1u8),
         ))
         .await
         .unwrap();
     let bump = |expected: u64| {
-        UpdateItem::new(&table, key("u", "*"), "SET #g = #g + :one")
+        UpdateItem::new(&table, key_at("u", "*"), "SET #g = #g + :one")
             .condition("#g = :expected")
             .name("#g", "generation")
             .value(":one", 1u8)
@@ -149,7 +133,7 @@ async fn update_and_delete_honour_their_conditions() {
     assert!(stale.is_condition_failure(), "{stale:?}");
 
     let delete = |expected: u64| {
-        DeleteItem::new(&table, key("u", "*"))
+        DeleteItem::new(&table, key_at("u", "*"))
             .condition("generation = :g")
             .value(":g", expected)
             .return_values(ReturnValues::AllOld)
@@ -165,7 +149,7 @@ async fn update_and_delete_honour_their_conditions() {
     assert_eq!(deleted.attributes.unwrap()["generation"].as_u64(), Some(2));
     assert_eq!(
         client
-            .get_item(&GetItem::new(&table, key("u", "*")))
+            .get_item(&GetItem::new(&table, key_at("u", "*")))
             .await
             .unwrap(),
         None
@@ -175,22 +159,25 @@ async fn update_and_delete_honour_their_conditions() {
 #[tokio::test]
 async fn a_transaction_cancelled_on_its_second_item_names_that_item_and_applies_nothing() {
     let client = common::dynamodb().await;
-    let table = lease_table(&client).await;
+    let table = lease_table_of(&client, "items").await;
     client
-        .put_item(&PutItem::new(&table, with(key("taken", "*"), "owner", "a")))
+        .put_item(&PutItem::new(
+            &table,
+            with(key_at("taken", "*"), "owner", "a"),
+        ))
         .await
         .unwrap();
     let items = [
-        TransactWriteItem::Put(PutItem::new(&table, key("first", "*"))),
+        TransactWriteItem::Put(PutItem::new(&table, key_at("first", "*"))),
         TransactWriteItem::Put(
-            PutItem::new(&table, with(key("taken", "*"), "owner", "b"))
+            PutItem::new(&table, with(key_at("taken", "*"), "owner", "b"))
                 .condition("attribute_not_exists(#pk)")
                 .name("#pk", "path")
                 .return_old_item_on_condition_failure(),
         ),
         TransactWriteItem::ConditionCheck(ConditionCheck::new(
             &table,
-            key("taken", "x"),
+            key_at("taken", "x"),
             "attribute_not_exists(etag)",
         )),
     ];
@@ -219,7 +206,7 @@ async fn a_transaction_cancelled_on_its_second_item_names_that_item_and_applies_
     // All or nothing: the first put did not land.
     assert_eq!(
         client
-            .get_item(&GetItem::new(&table, key("first", "*")))
+            .get_item(&GetItem::new(&table, key_at("first", "*")))
             .await
             .unwrap(),
         None
@@ -232,7 +219,7 @@ async fn a_transaction_cancelled_on_its_second_item_names_that_item_and_applies_
         .expect("an unconflicted transaction");
     assert!(
         client
-            .get_item(&GetItem::new(&table, key("first", "*")))
+            .get_item(&GetItem::new(&table, key_at("first", "*")))
             .await
             .unwrap()
             .is_some()
@@ -243,14 +230,14 @@ async fn a_transaction_cancelled_on_its_second_item_names_that_item_and_applies_
 async fn transactions_outside_the_limits_are_refused_before_sending() {
     let client = common::dynamodb().await;
     let too_many: Vec<TransactWriteItem> = (0..101)
-        .map(|i| TransactWriteItem::Put(PutItem::new("t", key(&i.to_string(), "*"))))
+        .map(|i| TransactWriteItem::Put(PutItem::new("t", key_at(&i.to_string(), "*"))))
         .collect();
     let e = client.transact_write_items(&too_many).await.unwrap_err();
     assert!(e.to_string().contains("1 to 100 items, not 101"), "{e}");
     let e = client.transact_write_items(&[]).await.unwrap_err();
     assert!(e.to_string().contains("not 0"), "{e}");
     let returning = [TransactWriteItem::Put(
-        PutItem::new("t", key("a", "*")).return_values(ReturnValues::AllOld),
+        PutItem::new("t", key_at("a", "*")).return_values(ReturnValues::AllOld),
     )];
     let e = client.transact_write_items(&returning).await.unwrap_err();
     assert!(
@@ -263,7 +250,7 @@ async fn transactions_outside_the_limits_are_refused_before_sending() {
 async fn server_errors_carry_dynamodbs_own_words_and_are_not_retried() {
     let client = common::dynamodb().await;
     let missing = client
-        .get_item(&GetItem::new("dynacommit-no-such-table", key("a", "*")))
+        .get_item(&GetItem::new("dynacommit-no-such-table", key_at("a", "*")))
         .await
         .unwrap_err();
     assert_eq!(missing.code(), Some("ResourceNotFoundException"));
@@ -273,7 +260,7 @@ async fn server_errors_carry_dynamodbs_own_words_and_are_not_retried() {
         "DynamoDB Local's message should be kept: {missing}"
     );
 
-    let table = lease_table(&client).await;
+    let table = lease_table_of(&client, "items").await;
     let bad_key: Item = [("path".to_owned(), AttributeValue::from("only-half"))].into();
     let invalid = client
         .get_item(&GetItem::new(&table, bad_key))

@@ -11,10 +11,10 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use common::fake_server::{FakeServer, Reply};
+use common::wire::THROTTLED;
 use dynacommit::kv::{DynamoKv, KvError, KvStore};
 
 const INTERNAL: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"Internal server error"}"#;
-const THROTTLED: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#ThrottlingException","message":"Rate of requests exceeds the allowed throughput."}"#;
 const TABLE: &str = "dynacommit-kv-tests";
 
 /// The same store twice: straight to DynamoDB Local, and through `server`.

@@ -6,6 +6,7 @@
 
 mod common;
 
+use common::text;
 use std::process::{Command, Output};
 use std::sync::Arc;
 
@@ -162,10 +163,6 @@ fn dynacommit(args: &[&str]) -> Output {
         command.env_remove(var);
     }
     command.output().unwrap()
-}
-
-fn text(bytes: &[u8]) -> String {
-    String::from_utf8_lossy(bytes).into_owned()
 }
 
 /// `dynacommit race --mode pointer` on the embedded default: clean through the leases,

@@ -261,52 +261,6 @@ fn shared_partition(path: &str) -> bytes::Bytes {
     crate::schema::partition_key(LEASE_NAMESPACE.as_bytes(), path.as_bytes())
 }
 
-/// Building a lease manager on DynamoDB from settings failed.
-#[derive(Debug, thiserror::Error)]
-#[non_exhaustive]
-pub enum SetupError {
-    /// A lease setting is unusable.
-    #[error(transparent)]
-    Config(#[from] super::ConfigError),
-    /// The DynamoDB client could not be built (no region or endpoint, bad credentials
-    /// settings).
-    #[error(transparent)]
-    Dynamo(#[from] DynamoError),
-}
-
-impl super::LeaseManager {
-    /// Leases in the DynamoDB table that `config` names, reached through `client`: the table
-    /// name is given once. The table must exist ([`DynamoLeaseTable::ensure_table`], or
-    /// `dynacommit table create`).
-    ///
-    /// ```no_run
-    /// # fn run() -> Result<(), Box<dyn std::error::Error>> {
-    /// use std::sync::Arc;
-    /// use dynacommit::{CommitStore, dynamo::DynamoClientBuilder, lease::{LeaseConfig, LeaseManager}};
-    /// use object_store::aws::AmazonS3Builder;
-    ///
-    /// let s3 = AmazonS3Builder::from_env().with_bucket_name("lake").build()?;
-    /// let dynamo = DynamoClientBuilder::from_env().with_credential_provider(s3.credentials().clone()).build()?;
-    /// let store = CommitStore::new(Arc::new(s3), LeaseManager::dynamodb(dynamo, LeaseConfig::new("lake_leases"))?);
-    /// # let _ = store; Ok(()) }
-    /// ```
-    pub fn dynamodb(
-        client: DynamoClient,
-        config: super::LeaseConfig,
-    ) -> Result<Self, super::ConfigError> {
-        let table = DynamoLeaseTable::new(client, config.table.clone());
-        Self::new(std::sync::Arc::new(table), config)
-    }
-
-    /// [`dynamodb`](Self::dynamodb) with everything from the environment: the client from
-    /// [`DynamoClientBuilder::from_env`](crate::dynamo::DynamoClientBuilder::from_env), the
-    /// settings from [`LeaseConfig::from_env`](super::LeaseConfig::from_env).
-    pub fn from_env() -> Result<Self, SetupError> {
-        let client = crate::dynamo::DynamoClientBuilder::from_env().build()?;
-        Ok(Self::dynamodb(client, super::LeaseConfig::from_env()?)?)
-    }
-}
-
 /// The item a record is stored as.
 pub(crate) fn to_item(record: &LeaseRecord) -> Item {
     let mut item: Item = [

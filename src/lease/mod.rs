@@ -15,18 +15,20 @@ mod memory;
 mod pressure;
 mod queue;
 mod record;
+mod setup;
 mod table;
 
 #[cfg(feature = "planted-bugs")]
 pub use crate::safeguards::PlantedBug;
 pub use clock::{Clock, SystemClock};
 pub use config::{ConfigError, DEFAULT_TABLE, LeaseConfig, MAX_TIMEOUT, MAX_TTL};
-pub use dynamo::{BROKEN_BY_OPERATOR, DynamoLeaseTable, LEASE_NAMESPACE, SetupError};
+pub use dynamo::{BROKEN_BY_OPERATOR, DynamoLeaseTable, LEASE_NAMESPACE};
 pub use manager::{AcquireError, GuardError, Lease, LeaseError, LeaseManager, Waiting};
 pub(crate) use manager::{Beaten, Ending, LeaseEnd, bare_etag, lease_etag, same_etag};
 pub use memory::MemoryLeaseTable;
 pub(crate) use queue::new_scope;
 pub use record::{CREATE_ETAG, Expect, Holder, LeaseRecord, PutOutcome};
+pub use setup::SetupError;
 pub use table::{LeaseTable, TableError};
 
 /// `mutex`'s value, whatever a panicking holder left. Every lock of the lease module

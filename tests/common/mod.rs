@@ -6,6 +6,7 @@ pub mod fake_server;
 pub mod faults;
 pub mod old_protocol;
 pub mod s3;
+pub mod wire;
 
 use std::time::Duration;
 
@@ -236,4 +237,18 @@ pub async fn delete_behind_its_back(
         .delete_item(&DeleteItem::new(table.table_name(), key))
         .await
         .unwrap();
+}
+
+/// Bytes as text, for output a test prints or searches.
+pub fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The environment a command needs to reach DynamoDB Local at `url`, with throwaway keys.
+pub fn local_dynamodb(url: &str) -> [(&'static str, &str); 3] {
+    [
+        ("AWS_ENDPOINT_URL_DYNAMODB", url),
+        ("AWS_ACCESS_KEY_ID", "dynacommit"),
+        ("AWS_SECRET_ACCESS_KEY", "dynacommitsecret"),
+    ]
 }

@@ -3,8 +3,6 @@
 
 use crate::lease::table::TableError;
 
-use super::lease::Lease;
-
 /// The lease protocol failed.
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
@@ -36,17 +34,6 @@ pub enum LeaseError {
         /// Why.
         reason: String,
     },
-}
-
-impl LeaseError {
-    pub(super) fn lost(lease: &Lease, reason: impl Into<String>) -> Self {
-        Self::Lost {
-            path: lease.path.clone(),
-            etag: lease.etag.clone(),
-            generation: lease.generation,
-            reason: reason.into(),
-        }
-    }
 }
 
 /// Acquisition failed: the caller's check refused, or the protocol failed.

@@ -111,3 +111,16 @@ impl Lease {
         record.owner.as_deref() == Some(self.owner.as_str()) && !record.released
     }
 }
+
+// Here rather than in `errors.rs`, which then needs nothing of the lease.
+impl LeaseError {
+    /// The error of `lease`, lost for `reason`.
+    pub(super) fn lost(lease: &Lease, reason: impl Into<String>) -> Self {
+        Self::Lost {
+            path: lease.path.clone(),
+            etag: lease.etag.clone(),
+            generation: lease.generation,
+            reason: reason.into(),
+        }
+    }
+}

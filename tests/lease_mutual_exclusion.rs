@@ -76,7 +76,7 @@ async fn writer(
     holder: Holder,
 ) {
     let faulty = FaultyTable::over(shared);
-    let config = LeaseConfig::new("sim")
+    let config = LeaseConfig::new("mutex")
         .with_timeout(TIMEOUT)
         .with_poll_interval(Duration::from_millis(100));
     let mut rng = StdRng::seed_from_u64(seed * 1_000 + id as u64);

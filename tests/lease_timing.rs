@@ -20,7 +20,7 @@ const TIMEOUT: Duration = Duration::from_secs(1);
 const POLL: Duration = Duration::from_millis(100);
 
 fn config() -> LeaseConfig {
-    LeaseConfig::new("sim")
+    LeaseConfig::new("timing")
         .with_timeout(TIMEOUT)
         .with_max_clock_skew_rate(3)
         .with_poll_interval(POLL)
