@@ -13,6 +13,7 @@ mod attr;
 mod batch;
 mod builder;
 mod client;
+mod ensure;
 mod error;
 mod item;
 #[cfg(test)]

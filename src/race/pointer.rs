@@ -201,6 +201,9 @@ struct Shared {
     torn_reads: AtomicU64,
     /// Set when a writer found the pointer corrupt: every writer stops.
     halted: Mutex<Option<String>>,
+    /// Whether the reader's store names an object's bytes by their MD5 (see
+    /// [`is_md5_of`]).
+    digest_etags: bool,
 }
 
 impl Shared {
@@ -295,7 +298,14 @@ impl Shared {
             if let Some(why) = self.halted() {
                 return Ok(Read::Torn(why));
             }
-            match read_pointer(&*self.reader, &self.prefix, &self.pointer).await? {
+            match read_pointer(
+                &*self.reader,
+                &self.prefix,
+                &self.pointer,
+                self.digest_etags,
+            )
+            .await?
+            {
                 Read::Torn(e) if torn_since.is_some_and(|t| t.elapsed() >= TORN_PATIENCE) => {
                     self.halt(format!(
                         "{} stayed unreadable for {} s, so the writers stopped: {e}",
@@ -349,6 +359,13 @@ pub async fn run(
     control: Option<Arc<RaceControl>>,
 ) -> Result<PointerReport, PointerRaceError> {
     let count = writers.len();
+    let digest_etags = etags_are_digests(&*reader, prefix)
+        .await
+        .map_err(|message| PointerRaceError {
+            writer: None,
+            doing: "probing whether the store's ETags are its objects' digests".into(),
+            message,
+        })?;
     let shared = Shared {
         prefix: prefix.clone(),
         pointer: pointer_path(prefix),
@@ -358,6 +375,7 @@ pub async fn run(
         retries: AtomicU64::new(0),
         torn_reads: AtomicU64::new(0),
         halted: Mutex::new(None),
+        digest_etags,
     };
     let started = Instant::now();
     let tasks = writers
@@ -370,7 +388,7 @@ pub async fn run(
     let (acknowledged, latencies): (Vec<Swap>, Vec<Duration>) =
         all_acks.into_iter().flatten().unzip();
     let pointer = &shared.pointer;
-    let (chain, broken) = follow_chain(&*shared.reader, prefix, pointer)
+    let (chain, broken) = follow_chain(&*shared.reader, prefix, pointer, shared.digest_etags)
         .await
         .map_err(|message| PointerRaceError {
             writer: None,
@@ -433,11 +451,12 @@ enum Read {
     Cut(String),
 }
 
-/// Reads the pointer once.
+/// Reads the pointer once; `digest_etags`: its ETag must be its body's MD5 (else torn).
 async fn read_pointer(
     store: &dyn ObjectStore,
     prefix: &Path,
     pointer: &Path,
+    digest_etags: bool,
 ) -> Result<Read, String> {
     let got = match store.get(pointer).await {
         Ok(got) => got,
@@ -450,7 +469,7 @@ async fn read_pointer(
         .clone()
         .ok_or("the store gave no ETag, so the pointer cannot be swapped on it")?;
     Ok(match got.bytes().await {
-        Ok(body) if !is_digest_or_opaque(&etag, &body) => Read::Torn(format!(
+        Ok(body) if digest_etags && !is_md5_of(&etag, &body) => Read::Torn(format!(
             "its ETag {etag} is not its body's digest: a read caught between a write's \
              metadata and its bytes"
         )),
@@ -462,22 +481,39 @@ async fn read_pointer(
     })
 }
 
-/// Whether `etag` is `body`'s MD5, as a single PUT's ETag is on S3, SeaweedFS and s3rver,
-/// or is not an MD5 at all (a multipart upload's, another store's opaque one). s3rver
-/// (`lib/stores/filesystem.js`) keeps an object's ETag in a metadata file apart from its
-/// bytes, and writes the metadata, and answers the PUT, without waiting for the bytes to
-/// reach the file: a GET just after can pair the new ETag with the old bytes, whole. A
-/// swap made on that read names the old target as its predecessor at the new ETag, and
-/// the store is right to let it through: the read, not the swap, was wrong.
-fn is_digest_or_opaque(etag: &str, body: &[u8]) -> bool {
+/// Whether `etag` is `body`'s MD5. On a store whose single PUTs are given their body's MD5
+/// as ETag (S3 without KMS, SeaweedFS, s3rver; see [`etags_are_digests`]) a read whose ETag
+/// is not is caught between two writes: s3rver (`lib/stores/filesystem.js`) keeps an
+/// object's ETag in a metadata file apart from its bytes, and writes the metadata, and
+/// answers the PUT, without waiting for the bytes to reach the file, so a GET just after
+/// can pair the new ETag with the old bytes, whole. A swap made on that read names the old
+/// target as its predecessor at the new ETag, and the store is right to let it through:
+/// the read, not the swap, was wrong.
+fn is_md5_of(etag: &str, body: &[u8]) -> bool {
     use md5::Digest;
-    let bare = etag.trim_start_matches("W/").trim_matches('"');
-    if bare.len() != 32 || !bare.bytes().all(|b| b.is_ascii_hexdigit()) {
-        return true;
-    }
     let digest = md5::Md5::digest(body);
     let hex: String = digest.iter().map(|b| format!("{b:02x}")).collect();
-    bare.eq_ignore_ascii_case(&hex)
+    etag.trim_start_matches("W/")
+        .trim_matches('"')
+        .eq_ignore_ascii_case(&hex)
+}
+
+/// Whether `store` gives a single PUT its body's MD5 as ETag, learnt from one put of a
+/// probe object under `prefix`, removed again. Stores whose ETags are opaque, or not the
+/// MD5 (S3 with SSE-KMS, directory buckets), answer `false`, and their reads are taken as
+/// they come.
+async fn etags_are_digests(store: &dyn ObjectStore, prefix: &Path) -> Result<bool, String> {
+    const BODY: &[u8] = b"dynacommit pointer race: does this store's ETag name its bytes?";
+    let probe = prefix.clone().join(".etag-probe");
+    let put = store
+        .put_opts(&probe, Bytes::from_static(BODY).into(), Default::default())
+        .await
+        .map_err(|e| format!("writing {probe}: {e}"))?;
+    store
+        .delete(&probe)
+        .await
+        .map_err(|e| format!("removing {probe}: {e}"))?;
+    Ok(put.e_tag.is_some_and(|etag| is_md5_of(&etag, BODY)))
 }
 
 /// A metadata path, as stored in the pointer or a metadata file's `replaces`: exactly
@@ -506,8 +542,9 @@ async fn follow_chain(
     store: &dyn ObjectStore,
     prefix: &Path,
     pointer: &Path,
+    digest_etags: bool,
 ) -> Result<(Vec<Path>, Option<String>), String> {
-    let mut next = match read_pointer(store, prefix, pointer)
+    let mut next = match read_pointer(store, prefix, pointer, digest_etags)
         .await
         .map_err(|e| format!("reading {pointer}: {e}"))?
     {
@@ -544,4 +581,42 @@ async fn follow_chain(
         }
     }
     Ok((chain, None))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_etag_is_the_md5_of_its_body_in_any_of_its_forms() {
+        // The digest computed here, not copied in: the test holds the comparison.
+        use md5::Digest;
+        let hex: String = md5::Md5::digest(b"pointer")
+            .iter()
+            .map(|b| format!("{b:02x}"))
+            .collect();
+        for etag in [
+            hex.clone(),
+            format!("\"{hex}\""),
+            format!("W/\"{hex}\""),
+            hex.to_uppercase(),
+        ] {
+            assert!(is_md5_of(&etag, b"pointer"), "{etag}");
+        }
+        assert!(!is_md5_of(&format!("\"{hex}\""), b"pointer2"));
+        assert!(!is_md5_of("\"3\"", b"pointer"));
+    }
+
+    #[tokio::test]
+    async fn stores_whose_etags_are_not_digests_are_told_apart() {
+        let memory: Arc<dyn ObjectStore> = Arc::new(object_store::memory::InMemory::new());
+        let prefix = Path::from("race");
+        assert!(!etags_are_digests(&*memory, &prefix).await.unwrap());
+        // The probe leaves nothing behind.
+        assert!(
+            futures::StreamExt::next(&mut memory.list(Some(&prefix)))
+                .await
+                .is_none()
+        );
+    }
 }

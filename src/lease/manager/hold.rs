@@ -212,7 +212,8 @@ impl LeaseManager {
 /// Whichever of the fenced operation and the renewal ends first: the operation's output
 /// (`None` if the fence stopped it), or the renewal's loss. When both are ready at once the
 /// loss wins where the operation is fenced, so that no outcome is reported past a lost
-/// lease; the operation wins where it is not.
+/// lease; the operation wins where it is not. (A biased `tokio::select!` in that order,
+/// written once.)
 async fn first_of<T>(
     fenced: impl Future<Output = Option<T>>,
     renewal: impl Future<Output = LeaseError>,
@@ -220,6 +221,12 @@ async fn first_of<T>(
 ) -> Result<Option<T>, LeaseError> {
     let (mut fenced, mut renewal) = (pin!(fenced), pin!(renewal));
     std::future::poll_fn(|cx| {
+        // As `tokio::select!` does: with the task's budget spent, yield before polling
+        // either, since the budget-aware one would only yield.
+        if !tokio::task::coop::has_budget_remaining() {
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
         if fence && let Poll::Ready(lost) = renewal.as_mut().poll(cx) {
             return Poll::Ready(Err(lost));
         }
