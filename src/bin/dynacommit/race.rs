@@ -320,6 +320,7 @@ fn print_pointer(report: &PointerReport, prefix: &Path, total: u64, abandoned: u
             "broken": report.broken,
             "retries": report.retries,
             "torn_reads": report.torn_reads,
+            "digest_etags": report.digest_etags,
             "abandoned": abandoned,
             "latency_ms": latency_json(report.latency),
             "elapsed_s": report.elapsed.as_secs_f64(),
