@@ -7,29 +7,35 @@
 
 mod common;
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime};
 
 use bytes::Bytes;
 use common::fake_server::{FakeServer, Reply};
 use common::wire::THROTTLED;
+use dynacommit::dynamo::RetryConfig;
 use dynacommit::kv::{DynamoKv, KvError, KvStore};
 
+const TRANSACTION_CONFLICT: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#TransactionConflictException","message":"Transaction is ongoing for the item"}"#;
 const INTERNAL: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"Internal server error"}"#;
 const TABLE: &str = "dynacommit-kv-tests";
 
 /// The same store twice: straight to DynamoDB Local, and through `server`.
 async fn stores(server: &FakeServer) -> (DynamoKv, DynamoKv) {
+    stores_retrying(server, common::quick_retries()).await
+}
+
+/// [`stores`], the scripted one retrying as `retry` says.
+async fn stores_retrying(server: &FakeServer, retry: RetryConfig) -> (DynamoKv, DynamoKv) {
     let direct = DynamoKv::new(common::dynamodb().await, TABLE)
         .with_namespace(&common::unique_name("faults"))
         .unwrap();
     direct.ensure_table().await.unwrap();
     let namespace = direct_namespace(&direct);
-    let scripted = DynamoKv::new(
-        common::client_for(&server.url, common::quick_retries()),
-        TABLE,
-    )
-    .with_namespace(&namespace)
-    .unwrap();
+    let scripted = DynamoKv::new(common::client_for(&server.url, retry), TABLE)
+        .with_namespace(&namespace)
+        .unwrap();
     (direct, scripted)
 }
 
@@ -110,6 +116,74 @@ async fn a_throttled_write_is_built_again_with_the_time_it_is_sent() {
         "the retry names the time it was sent: {} then {}",
         now(&puts[0]),
         now(&puts[1])
+    );
+    assert_eq!(
+        direct.get(b"k").await.unwrap().unwrap().value,
+        Bytes::from("b")
+    );
+}
+
+/// An update needs a live entry. Its write, pinned to the entry's revision, is throttled
+/// until after the entry has expired: the attempt sent then must be refused as the update
+/// would be (`NotFound`), and the entry stay gone. Pinned to the revision alone, that
+/// attempt applied, and brought back an entry every reader had seen gone.
+#[tokio::test]
+async fn a_write_needing_a_live_entry_is_refused_once_it_expired_while_throttled() {
+    let real = format!("{}/", common::dynamodb_url());
+    let until: Arc<Mutex<Option<Instant>>> = Arc::default();
+    let throttled = Arc::new(AtomicUsize::new(0));
+    let (window, count) = (until.clone(), throttled.clone());
+    let server = FakeServer::start_with_body(move |_, target, body| {
+        let pinned =
+            target.ends_with(".PutItem") && String::from_utf8_lossy(body).contains("\":rev\"");
+        if pinned && window.lock().unwrap().is_some_and(|t| Instant::now() < t) {
+            count.fetch_add(1, Ordering::SeqCst);
+            return Reply::With(400, THROTTLED.into());
+        }
+        Reply::Forward(real.clone())
+    })
+    .await;
+    // Patient enough to outlast the throttling.
+    let patient = RetryConfig {
+        max_attempts: 100,
+        initial_backoff: Duration::from_millis(20),
+        max_backoff: Duration::from_millis(40),
+        max_elapsed: Duration::from_secs(20),
+        ..common::quick_retries()
+    };
+    let (direct, scripted) = stores_retrying(&server, patient).await;
+    let lifetime = Duration::from_millis(800);
+    direct
+        .put(b"k", Bytes::from("a"), Some(SystemTime::now() + lifetime))
+        .await
+        .unwrap();
+    *until.lock().unwrap() = Some(Instant::now() + lifetime + Duration::from_millis(400));
+    let updated = scripted.update(b"k", Bytes::from("b"), None).await;
+    assert!(
+        throttled.load(Ordering::SeqCst) > 0,
+        "the pinned write was never throttled: the race was not run"
+    );
+    assert!(
+        matches!(updated, Err(KvError::NotFound { .. })),
+        "the update of an entry that expired meanwhile: {updated:?}"
+    );
+    let after = direct.get(b"k").await.unwrap();
+    assert!(after.is_none(), "an expired entry came back: {after:?}");
+}
+
+/// AWS refuses a single-item write on an item inside a transaction in flight with
+/// `TransactionConflictException` (DynamoDB Local never does). Nothing applied: the write
+/// is sent again, and succeeds.
+#[tokio::test]
+async fn a_write_refused_for_a_transaction_in_flight_is_sent_again() {
+    let (server, puts) = server(|_| Reply::With(400, TRANSACTION_CONFLICT.into())).await;
+    let (direct, scripted) = stores(&server).await;
+    direct.put(b"k", Bytes::from("a"), None).await.unwrap();
+    scripted.put(b"k", Bytes::from("b"), None).await.unwrap();
+    assert_eq!(
+        puts.lock().unwrap().len(),
+        2,
+        "refused once, then sent again"
     );
     assert_eq!(
         direct.get(b"k").await.unwrap().unwrap().value,

@@ -322,6 +322,11 @@ const THROTTLING_CODES: &[&str] = &[
     "LimitExceededException",
 ];
 
+/// The answer to a single-item write on an item that a `TransactWriteItems` in flight is
+/// changing (AWS answers it; DynamoDB Local never does): refused, nothing applied, so
+/// retried with backoff like throttling, and never ambiguous.
+const TRANSACTION_CONFLICT: &str = "TransactionConflictException";
+
 /// The answer to a retry of a `TransactWriteItems` whose earlier attempt, with the same
 /// `ClientRequestToken`, is still being applied: retried with backoff, and ambiguous.
 pub(crate) const TRANSACTION_IN_PROGRESS: &str = "TransactionInProgressException";
@@ -361,13 +366,14 @@ fn accepted_note(operation: &str, status: u16) -> &'static str {
 
 impl DynamoError {
     /// Whether the same request may succeed if sent again: throttling, a 5xx, no answer,
-    /// a transaction still in progress.
+    /// a transaction still in progress, an item inside another's transaction.
     pub fn is_retryable(&self) -> bool {
         match self {
             Self::Service { status, code, .. } => {
                 *status >= 500
                     || THROTTLING_CODES.contains(&code.as_str())
                     || code == TRANSACTION_IN_PROGRESS
+                    || code == TRANSACTION_CONFLICT
             }
             Self::MalformedResponse { status, .. } => *status >= 500,
             Self::Transport { .. } | Self::Unreachable { .. } => true,

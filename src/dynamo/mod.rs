@@ -2,8 +2,10 @@
 //!
 //! It covers what dynacommit needs and nothing more: the item operations with
 //! conditions, Query with paging, BatchWriteItem and TransactWriteItems, table
-//! provisioning, and reading a table's DynamoDB Stream. Every call is retried on throttling, 5xx and lost connections within a
-//! [`RetryConfig`], and every failure is a [`DynamoError`] carrying DynamoDB's own words.
+//! provisioning, and reading a table's DynamoDB Stream. Every call is retried on
+//! throttling, 5xx, lost connections and writes refused for another's transaction in
+//! flight, within a [`RetryConfig`], and every failure is a [`DynamoError`] carrying
+//! DynamoDB's own words.
 
 // Without the harness the crate calls only part of the operation set it has; the rest is
 // there for the harness, whose wire tests hold all of it against DynamoDB Local.
