@@ -28,11 +28,25 @@ cargo clippy --all-targets --quiet --features "$FEATURES" -- -D warnings
 # The tests turn the harness on (the package is its own dev-dependency with it), so lint
 # the library once more as a user's crate builds it: default features, no harness.
 cargo clippy --lib --quiet -- -D warnings
-# The library is a library: a default build pulls in no command-line crate.
-echo "== cargo tree: a default build has no command-line dependency"
-tree="$(cargo tree --quiet -e normal -p dynacommit --prefix none)"
-if grep -E '^(clap|indicatif) ' <<<"$tree"; then
-	echo "a default build of the library depends on a command-line crate (above)" >&2
+# The library is a library: a user's crate that depends on dynacommit with default
+# features pulls in no command-line or harness crate. Asked of such a crate (made under
+# target/, with this lock file so nothing new is fetched), not of this package, whose
+# dev-dependencies turn the harness on.
+echo "== cargo tree: a user's crate depending on dynacommit has no command-line dependency"
+user="target/downstream-user"
+mkdir -p "$user/src"
+printf '%s\n' '[package]' 'name = "downstream-user"' 'version = "0.0.0"' 'edition = "2024"' \
+	'publish = false' '' '[dependencies]' 'dynacommit = { path = "../.." }' '' '[workspace]' \
+	>"$user/Cargo.toml"
+echo 'pub use dynacommit::CommitStore;' >"$user/src/lib.rs"
+cp Cargo.lock "$user/Cargo.lock"
+tree="$(cargo tree --quiet --manifest-path "$user/Cargo.toml" -e normal --prefix none)"
+if ! grep -q '^dynacommit ' <<<"$tree"; then
+	echo "cargo tree of $user does not show dynacommit" >&2
+	exit 1
+fi
+if grep -E '^(clap|indicatif|visibility) ' <<<"$tree"; then
+	echo "a user's default build of dynacommit depends on a command-line or harness crate (above)" >&2
 	exit 1
 fi
 echo "== cargo doc (the tests' features, and docs.rs's: no harness, no command line)"

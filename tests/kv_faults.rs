@@ -15,7 +15,7 @@ use bytes::Bytes;
 use common::fake_server::{FakeServer, Reply};
 use common::wire::THROTTLED;
 use dynacommit::dynamo::RetryConfig;
-use dynacommit::kv::{DynamoKv, KvError, KvStore};
+use dynacommit::kv::{DynamoKv, KvError, KvStore, TxnOp};
 
 const TRANSACTION_CONFLICT: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#TransactionConflictException","message":"Transaction is ongoing for the item"}"#;
 const INTERNAL: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"Internal server error"}"#;
@@ -86,11 +86,50 @@ async fn a_put_whose_answer_was_lost_says_it_may_have_applied() {
     let (server, puts) = server(|real| Reply::ForwardThenAnswer(real, 500, INTERNAL.into())).await;
     let (direct, scripted) = stores(&server).await;
     direct.put(b"k", Bytes::from("a"), None).await.unwrap();
-    match scripted.put(b"k", Bytes::from("b"), None).await {
-        Err(e @ KvError::Dynamo(_)) => assert!(e.may_have_applied(), "{e}"),
+    let revision = match scripted.put(b"k", Bytes::from("b"), None).await {
+        Err(e @ KvError::WriteMayHaveApplied { .. }) => {
+            assert!(e.may_have_applied(), "{e}");
+            let KvError::WriteMayHaveApplied { revision, key, .. } = e else {
+                unreachable!()
+            };
+            assert_eq!(key, "k");
+            revision.expect("a put's attempted revision")
+        }
         other => panic!("{other:?}"),
-    }
+    };
     assert_eq!(puts.lock().unwrap().len(), 1, "sent once, never again");
+    // The write applied (its answer was lost): the key is at the revision the error names,
+    // which is how a caller tells its own write from a rival's.
+    assert_eq!(direct.get(b"k").await.unwrap().unwrap().revision, revision);
+}
+
+/// A transaction whose answer was lost says it may have applied, with the revisions it
+/// would have returned: the key it put is at the one named.
+#[tokio::test]
+async fn a_transaction_whose_answer_was_lost_names_its_revisions() {
+    let real = format!("{}/", common::dynamodb_url());
+    let server = FakeServer::start(move |_, target| {
+        if target.ends_with(".TransactWriteItems") {
+            return Reply::ForwardThenAnswer(real.clone(), 500, INTERNAL.into());
+        }
+        Reply::Forward(real.clone())
+    })
+    .await;
+    let (direct, scripted) = stores(&server).await;
+    let ops = vec![
+        TxnOp::put(b"f/a", Bytes::from("1")),
+        TxnOp::check(b"f/b").if_absent(),
+    ];
+    let revisions = match scripted.transaction(ops).await {
+        Err(KvError::TransactionMayHaveApplied { revisions, .. }) => revisions,
+        other => panic!("{other:?}"),
+    };
+    assert_eq!(revisions.len(), 2);
+    assert!(revisions[1].is_none());
+    assert_eq!(
+        Some(direct.get(b"f/a").await.unwrap().unwrap().revision),
+        revisions[0]
+    );
 }
 
 #[tokio::test]
@@ -189,4 +228,164 @@ async fn a_write_refused_for_a_transaction_in_flight_is_sent_again() {
         direct.get(b"k").await.unwrap().unwrap().value,
         Bytes::from("b")
     );
+}
+
+/// A transaction cancelled with `reasons` for each item (AWS's body).
+fn cancelled(reasons: &[&str]) -> String {
+    let reasons: Vec<serde_json::Value> = reasons
+        .iter()
+        .map(|code| serde_json::json!({ "Code": code, "Message": "as AWS answers" }))
+        .collect();
+    serde_json::json!({
+        "__type": "com.amazonaws.dynamodb.v20120810#TransactionCanceledException",
+        "Message": "Transaction cancelled, please refer cancellation reasons for specific reasons",
+        "CancellationReasons": reasons,
+    })
+    .to_string()
+}
+
+/// A server that answers the first `refusals` TransactWriteItems with `reply` and forwards
+/// everything else to DynamoDB Local; counts the transactions it refused.
+async fn refusing_transactions(
+    refusals: usize,
+    reply: impl Fn() -> Reply + Send + Sync + 'static,
+) -> (FakeServer, Arc<AtomicUsize>) {
+    let real = format!("{}/", common::dynamodb_url());
+    let refused = Arc::new(AtomicUsize::new(0));
+    let count = refused.clone();
+    let server = FakeServer::start_with_body(move |_, target, _| {
+        if target.ends_with(".TransactWriteItems")
+            && count.fetch_add(1, Ordering::SeqCst) < refusals
+        {
+            return reply();
+        }
+        Reply::Forward(real.clone())
+    })
+    .await;
+    (server, refused)
+}
+
+/// Retries patient enough for `attempts` refusals in a row, and quick.
+fn patient_retries(attempts: u32) -> RetryConfig {
+    RetryConfig {
+        max_attempts: attempts,
+        initial_backoff: Duration::from_millis(1),
+        max_backoff: Duration::from_millis(5),
+        ..common::quick_retries()
+    }
+}
+
+/// AWS cancels a transaction whose item writes were throttled with the reasons
+/// `ThrottlingError` (on-demand) or `ProvisionedThroughputExceeded` (provisioned): nothing
+/// applied, and the same transaction applies once sent again. A create (the key and its
+/// folder counter, in one transaction) throttled so is sent again within the client's
+/// retry budget, and succeeds; it was reported as a raw cancellation.
+#[tokio::test]
+async fn a_transaction_cancelled_for_throttling_is_sent_again() {
+    for reason in ["ThrottlingError", "ProvisionedThroughputExceeded"] {
+        let (server, refused) =
+            refusing_transactions(3, move || Reply::With(400, cancelled(&["None", reason]))).await;
+        let (direct, scripted) = stores_retrying(&server, patient_retries(10)).await;
+        scripted
+            .create(b"f/k", Bytes::from("v"), None)
+            .await
+            .unwrap_or_else(|e| panic!("a create throttled by {reason}: {e}"));
+        assert!(
+            refused.load(Ordering::SeqCst) > 3,
+            "{reason}: never sent again"
+        );
+        assert_eq!(
+            direct.get(b"f/k").await.unwrap().unwrap().value,
+            Bytes::from("v")
+        );
+        assert_eq!(direct.list(b"f/").await.unwrap(), vec![b"k".to_vec()]);
+    }
+}
+
+/// A transaction whose conditions name the time (here, one relying on a live entry) is
+/// built anew for each attempt. Throttled as a whole more times in a row than the store's
+/// re-reads allow, it is still throttling, retried within the client's budget: it applies.
+/// Taken for contention, it re-read the unchanged key ten times and reported `Contention`.
+#[tokio::test]
+async fn a_throttled_transaction_naming_the_time_is_retried_as_throttling() {
+    let (server, refused) = refusing_transactions(12, || Reply::With(400, THROTTLED.into())).await;
+    let (direct, scripted) = stores_retrying(&server, patient_retries(30)).await;
+    let revision = direct.put(b"f/k", Bytes::from("a"), None).await.unwrap();
+    let ops = vec![TxnOp::put(b"f/k", Bytes::from("b")).if_revision(revision)];
+    scripted
+        .transaction(ops)
+        .await
+        .expect("a transaction throttled twelve times in a row, within the retry budget");
+    assert!(refused.load(Ordering::SeqCst) > 12);
+    assert_eq!(
+        direct.get(b"f/k").await.unwrap().unwrap().value,
+        Bytes::from("b")
+    );
+}
+
+/// Other transactions in flight on a folder counter (`TransactionConflict`, which AWS
+/// answers and DynamoDB Local never does) are contention: retried with backoff, and when
+/// they never end, reported as `Contention` naming the contended item, the folder's
+/// counter, not a raw cancellation.
+#[tokio::test]
+async fn endless_transaction_conflicts_are_contention_on_the_item_named() {
+    let (server, refused) = refusing_transactions(usize::MAX, || {
+        Reply::With(400, cancelled(&["None", "TransactionConflict"]))
+    })
+    .await;
+    let (direct, scripted) = stores(&server).await;
+    let error = scripted
+        .create(b"f/k", Bytes::from("v"), None)
+        .await
+        .unwrap_err();
+    match &error {
+        KvError::Contention { key, .. } => {
+            assert_eq!(key, "f/ (folder counter)", "{error}")
+        }
+        other => panic!("endless conflicts: {other:?}"),
+    }
+    assert!(!error.may_have_applied());
+    assert!(refused.load(Ordering::SeqCst) > 1, "never sent again");
+    assert!(direct.get(b"f/k").await.unwrap().is_none());
+}
+
+/// A read whose first attempt is throttled and whose retry reads the entry after its
+/// expiry is judged live by the time of the answer, not of the asking. Here the entry is
+/// written during the read's backoff with an expiry already past (never live at all):
+/// judged by the time the read began, it was returned.
+#[tokio::test]
+async fn a_read_judges_liveness_when_its_answer_comes() {
+    let real = format!("{}/", common::dynamodb_url());
+    let gets = Arc::new(AtomicUsize::new(0));
+    let seen = gets.clone();
+    let backoff = Duration::from_millis(800);
+    let server = FakeServer::start(move |_, target| {
+        if target.ends_with(".GetItem") && seen.fetch_add(1, Ordering::SeqCst) == 0 {
+            return Reply::Delayed(backoff, Box::new(Reply::With(400, THROTTLED.into())));
+        }
+        Reply::Forward(real.clone())
+    })
+    .await;
+    let (direct, scripted) = stores(&server).await;
+    let asked = SystemTime::now();
+    let expires = asked + Duration::from_millis(100);
+    let read = tokio::spawn(async move { scripted.get(b"k").await });
+    // Written once its expiry has passed, while the read's first attempt is held.
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    direct
+        .put(b"k", Bytes::from("v"), Some(expires))
+        .await
+        .unwrap();
+    let written = asked.elapsed().unwrap();
+    let got = read.await.unwrap().unwrap();
+    assert!(
+        written < backoff,
+        "the write took {written:?}, past the held first read: inconclusive"
+    );
+    assert_eq!(
+        gets.load(Ordering::SeqCst),
+        2,
+        "read, throttled, read again"
+    );
+    assert!(got.is_none(), "an entry that was never live: {got:?}");
 }

@@ -333,6 +333,11 @@ struct Model {
     rolled: bool,
     /// Iterators handed out before this epoch have expired.
     epoch: u32,
+    /// Per shard, how many of its first records the stream has trimmed (past 24 hours).
+    trimmed: BTreeMap<&'static str, usize>,
+    /// A shard whose next fresh iterator at its end (LATEST) is refused as trimmed once,
+    /// as DynamoDB Local refuses one taken while the shard held nothing.
+    refuse_young: Option<&'static str>,
     calls: Vec<Call>,
 }
 
@@ -367,6 +372,8 @@ impl Model {
             shards,
             rolled,
             epoch: 1,
+            trimmed: BTreeMap::new(),
+            refuse_young: None,
             calls: Vec::new(),
         }
     }
@@ -519,8 +526,9 @@ impl Model {
             let seq = seq.as_str()?;
             shard.records.iter().position(|(s, _, _)| s == seq)
         };
+        let trimmed = self.trimmed.get(id).copied().unwrap_or(0);
         let pos = match kind.as_str() {
-            "TRIM_HORIZON" => Some(0),
+            "TRIM_HORIZON" => Some(trimmed),
             "LATEST" => Some(shard.records.len()),
             "AT_SEQUENCE_NUMBER" => at(&request["SequenceNumber"]),
             "AFTER_SEQUENCE_NUMBER" => at(&request["SequenceNumber"]).map(|i| i + 1),
@@ -533,6 +541,13 @@ impl Model {
             );
         };
         let id = shard.id;
+        if pos < trimmed {
+            self.calls.push(Call::Iterator { shard: id, kind });
+            return error(
+                "TrimmedDataAccessException",
+                "The requested sequence number is beyond the trim horizon",
+            );
+        }
         // A fresh iterator's first page is empty, as AWS's often is.
         let iterator = self.iterator(id, pos, true);
         self.calls.push(Call::Iterator { shard: id, kind });
@@ -560,6 +575,18 @@ impl Model {
             .iter()
             .map(|(_, wire, _)| wire.clone())
             .collect();
+        let young = fresh && pos == len && self.refuse_young == Some(id);
+        if young || pos < self.trimmed.get(id).copied().unwrap_or(0) {
+            self.refuse_young = None;
+            self.calls.push(Call::Refused {
+                shard: id,
+                code: "TrimmedDataAccessException".into(),
+            });
+            return error(
+                "TrimmedDataAccessException",
+                "The operation attempted to read past the oldest stream record in a shard",
+            );
+        }
         if epoch < self.epoch {
             self.calls.push(Call::Refused {
                 shard: id,
@@ -1105,5 +1132,143 @@ async fn an_expired_iterator_on_resume_is_watch_lost() {
             .iter()
             .any(|c| matches!(c, Call::Iterator { shard: B, .. })),
         "no silent restart of B:\n{calls:#?}"
+    );
+}
+
+/// Reads `watch` until it ends or fails (within [`WAIT`] each): what it yielded.
+async fn to_the_end(watch: &mut Watch) -> Vec<Result<WatchEvent, KvError>> {
+    let mut items = Vec::new();
+    loop {
+        match tokio::time::timeout(WAIT, watch.next()).await {
+            Err(_) => panic!("the watch neither failed nor ended: {items:?}"),
+            Ok(None) => return items,
+            Ok(Some(item)) => items.push(item),
+        }
+    }
+}
+
+/// Asserts that `items` are at most Ready, then `WatchLost` naming `words`.
+fn assert_lost(items: &[Result<WatchEvent, KvError>], words: &str) {
+    let (last, before) = items.split_last().expect("the watch yielded nothing");
+    match last {
+        Err(KvError::WatchLost { problem }) => {
+            assert!(problem.contains(words), "{problem}")
+        }
+        other => {
+            panic!("the watch should end with WatchLost ({words}): {other:?} after {before:?}")
+        }
+    }
+    assert!(
+        before
+            .iter()
+            .all(|i| matches!(i, Ok(e) if e.kind == EventKind::Ready)),
+        "no event may come before the failure: {items:?}"
+    );
+}
+
+/// A checkpoint taken while a child shard had handed nothing out (C, adopted from its
+/// start when A ended, behind B's first event), resumed after the stream trimmed C's first
+/// record: the watch fails with `WatchLost`. Resumed "from the oldest record kept", as
+/// such checkpoints once were, it went on from C's second record and lost the first in
+/// silence.
+#[tokio::test]
+async fn a_child_shard_trimmed_before_the_resume_is_watch_lost() {
+    let fake = Fake::start(false).await;
+    let from = after_first_of_a(&fake.model.lock().unwrap());
+    let mut watch = fake.watch(from);
+    next(&mut watch).await;
+    let mut checkpoint = None;
+    while checkpoint.is_none() {
+        let event = next(&mut watch).await;
+        // The first event from B: C has handed nothing out yet.
+        if matches!(&event.kind, EventKind::Put(e) if e.key == b"app/k1" && e.value == "v3") {
+            checkpoint = Some(event.checkpoint);
+        }
+    }
+    drop(watch);
+    let checkpoint = checkpoint.unwrap();
+    assert!(
+        !checkpoint.as_str().contains("trim_horizon"),
+        "C's place is kept as a sequence number: {}",
+        checkpoint.as_str()
+    );
+    // A day later: C's first record is past the stream's 24 hours.
+    fake.model.lock().unwrap().trimmed.insert(C, 1);
+    let mut resumed = fake.watch(checkpoint);
+    assert_lost(&to_the_end(&mut resumed).await, "24 hours");
+}
+
+/// The same for a checkpoint written by an earlier version (`trim_horizon` for a child
+/// with nothing handed out): resumed at the shard's first sequence number as the stream
+/// lists it, so that trimming is found.
+#[tokio::test]
+async fn an_earlier_versions_trim_horizon_checkpoint_finds_trimming_too() {
+    let fake = Fake::start(true).await;
+    let from = {
+        let mut model = fake.model.lock().unwrap();
+        model.trimmed.insert(C, 1);
+        checkpoint(
+            json!({ B: {"after": model.seq(B, 0)}, C: "trim_horizon" }),
+            &[A],
+        )
+    };
+    let mut watch = fake.watch(from);
+    assert_lost(&to_the_end(&mut watch).await, "24 hours");
+}
+
+/// A checkpoint naming a shard the stream no longer has (DynamoDB drops a shard a day
+/// after it closed) is `WatchLost`, not a raw DynamoDB error.
+#[tokio::test]
+async fn a_checkpoints_shard_gone_from_the_stream_is_watch_lost() {
+    let fake = Fake::start(true).await;
+    let gone = "shardId-00000001767225600000-0000000e";
+    let from = checkpoint(json!({ gone: {"after": "5"} }), &[A, B, C, D]);
+    let mut watch = fake.watch(from);
+    assert_lost(&to_the_end(&mut watch).await, gone);
+}
+
+/// A young iterator refused as trimmed (DynamoDB Local's answer for one taken while the
+/// shard held nothing) makes the watcher read the shard from its oldest record, but on a
+/// stream that keeps a day of records it must not hand out those from before the watch
+/// began: here C's records are all from months ago, and a fresh watch stays quiet.
+#[tokio::test]
+async fn a_young_iterator_refused_as_trimmed_replays_nothing_old() {
+    let fake = Fake::start(true).await;
+    fake.model.lock().unwrap().refuse_young = Some(C);
+    let mut watch = fake.kv().watch(PREFIX, None);
+    ready_then(&mut watch, 0).await;
+    // Until C has been read to its end from its oldest record, nothing may come.
+    let c_len = fake.model.lock().unwrap().shard(C).unwrap().records.len();
+    let read_out = || {
+        fake.calls()
+            .iter()
+            .any(|c| matches!(c, Call::Records { shard: C, from, .. } if *from >= c_len))
+    };
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !read_out() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "C was never read to its end"
+        );
+        if let Ok(extra) = tokio::time::timeout(Duration::from_millis(50), watch.next()).await {
+            panic!("a record from before the watch began: {extra:?}");
+        }
+    }
+    // Whatever C's earlier pages made was sent before that last read.
+    if let Ok(extra) = tokio::time::timeout(Duration::from_millis(10), watch.next()).await {
+        panic!("a record from before the watch began: {extra:?}");
+    }
+    let calls = fake.calls();
+    assert!(
+        calls
+            .iter()
+            .any(|c| matches!(c, Call::Refused { shard: C, .. })),
+        "the young iterator was never refused: the case was not run\n{calls:#?}"
+    );
+    assert!(
+        calls
+            .iter()
+            .any(|c| matches!(c, Call::Iterator { shard: C, kind } if kind == "TRIM_HORIZON")),
+        "{calls:#?}"
     );
 }

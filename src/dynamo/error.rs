@@ -293,6 +293,22 @@ impl CancellationReason {
     pub fn is_cause(&self) -> bool {
         self.code != "None"
     }
+
+    /// Whether this item's write was throttled (`ThrottlingError` for on-demand tables,
+    /// `ProvisionedThroughputExceeded` for provisioned ones): the transaction did not
+    /// apply, and the same one may apply once sent again.
+    pub(crate) fn is_throttling(&self) -> bool {
+        matches!(
+            self.code.as_str(),
+            "ThrottlingError" | "ProvisionedThroughputExceeded"
+        )
+    }
+
+    /// Whether another transaction (or a single write) in flight on this item cancelled
+    /// the transaction: contention, never answered by DynamoDB Local.
+    pub(crate) fn is_conflict(&self) -> bool {
+        self.code == "TransactionConflict"
+    }
 }
 
 fn describe_reasons(reasons: &[CancellationReason]) -> String {

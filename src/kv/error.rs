@@ -98,9 +98,47 @@ pub enum KvError {
         /// Why, and what to do.
         problem: String,
     },
+    /// A write to one key was sent and no definite answer came back: it may have
+    /// applied, and a request DynamoDB received may still apply after this error. Read the
+    /// key: at `revision`, this write applied (a compare-and-swap by value cannot tell its
+    /// own write from a rival's equal value, and may land over newer state: prefer
+    /// [`conditional_update`](super::KvStore::conditional_update), by revision).
+    #[error(
+        "the write to `{key}` may have applied (no definite answer came back){}: {source}",
+        revision_note(.key, .revision.as_ref())
+    )]
+    WriteMayHaveApplied {
+        /// The key, escaped.
+        key: String,
+        /// The revision the write would leave (`None` for a delete).
+        revision: Option<Revision>,
+        /// The failure.
+        source: Box<DynamoError>,
+    },
+    /// A transaction was sent and no definite answer came back: it may have applied as a
+    /// whole (never in part), and may still apply after this error. Read a key it puts: at
+    /// its revision in `revisions`, the transaction applied.
+    #[error(
+        "the transaction may have applied as a whole (no definite answer came back); read a key it puts and compare its revision: {source}"
+    )]
+    TransactionMayHaveApplied {
+        /// One per operation, as [`transaction`](super::KvStore::transaction) would have
+        /// returned them.
+        revisions: Vec<Option<Revision>>,
+        /// The failure.
+        source: Box<DynamoError>,
+    },
     /// DynamoDB failed.
     #[error(transparent)]
     Dynamo(#[from] DynamoError),
+}
+
+/// How to tell whether a write to `key` that would have left `revision` applied.
+fn revision_note(key: &str, revision: Option<&Revision>) -> String {
+    match revision {
+        Some(r) => format!("; if `{key}` is at revision {r}, it did"),
+        None => String::new(),
+    }
 }
 
 impl KvError {
@@ -109,7 +147,32 @@ impl KvError {
     pub fn may_have_applied(&self) -> bool {
         match self {
             Self::Dynamo(e) => e.is_ambiguous(),
+            Self::WriteMayHaveApplied { .. } | Self::TransactionMayHaveApplied { .. } => true,
             _ => false,
+        }
+    }
+
+    /// This error of a write to `key` that would have left `revision`: one that may have
+    /// applied says so, with the revision to look for.
+    pub(crate) fn attempted(self, key: &[u8], revision: Option<&Revision>) -> Self {
+        match self {
+            Self::Dynamo(source) if source.is_ambiguous() => Self::WriteMayHaveApplied {
+                key: super::key::display(key),
+                revision: revision.cloned(),
+                source: Box::new(source),
+            },
+            other => other,
+        }
+    }
+
+    /// This error of a transaction that would have returned `revisions`.
+    pub(crate) fn attempted_transaction(self, revisions: &[Option<Revision>]) -> Self {
+        match self {
+            Self::Dynamo(source) if source.is_ambiguous() => Self::TransactionMayHaveApplied {
+                revisions: revisions.to_vec(),
+                source: Box::new(source),
+            },
+            other => other,
         }
     }
 }

@@ -253,6 +253,26 @@ impl Layout {
             .collect()
     }
 
+    /// An item's key as a user names it: the entry's key, or a folder counter's folder
+    /// (`a/b/ (folder counter)`); for errors.
+    pub(super) fn name_of(&self, item: &Item) -> String {
+        if let Some(key) = self.decode_record_key(item) {
+            return key::display(&key);
+        }
+        let bytes = |name: &str| item.get(name).and_then(AttributeValue::as_bytes);
+        match (bytes("pk"), bytes("sk")) {
+            (Some(pk), Some(sk)) if pk.starts_with(&self.namespace) => {
+                let folder = pk.get(self.namespace.len() + 1..).unwrap_or_default();
+                let name = &sk[..sk.len().saturating_sub(1)];
+                format!(
+                    "{} (folder counter)",
+                    key::display(&[folder, name].concat())
+                )
+            }
+            _ => "an item of another application".to_owned(),
+        }
+    }
+
     /// A stream record's item, as this store's key and (for puts) entry; `None` for
     /// counters and other namespaces.
     pub(super) fn decode_record_key(&self, keys: &Item) -> Option<Vec<u8>> {

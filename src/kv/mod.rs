@@ -113,7 +113,8 @@ pub trait KvStore: std::fmt::Debug + Send + Sync + 'static {
     async fn delete_range(&self, start: &[u8], end: &[u8]) -> Result<usize, KvError>;
 
     /// Applies all of `ops` or none, each only if its condition holds; one new revision
-    /// per put, in order (`None` for deletes and checks). At most [`TRANSACTION_MAX`]
+    /// per put, in order (`None` for deletes, checks, and puts that a later step of the
+    /// same transaction overwrote or deleted: no read ever sees those). At most [`TRANSACTION_MAX`]
     /// operations; a key may appear more than once, each step seeing the ones before it
     /// (as in Vault's transactions). A failed condition is [`KvError::TransactionConflict`]
     /// naming the operation.

@@ -81,6 +81,21 @@ pub(crate) fn plan(
             None => changes.push((op.key.clone(), net.unwrap_or(Net::Unchanged))),
         }
     }
+    // A put that a later step overwrote or deleted leaves no revision behind: no read will
+    // ever see it, so none is returned for it.
+    for (op, revision) in ops.iter().zip(revisions.iter_mut()) {
+        let last = changes
+            .iter()
+            .find(|(k, _)| *k == op.key)
+            .map(|(_, net)| net);
+        let stands = matches!(
+            (last, &*revision),
+            (Some(Net::Put { revision: net, .. }), Some(mine)) if net == mine
+        );
+        if !stands {
+            *revision = None;
+        }
+    }
     Ok(Plan { revisions, changes })
 }
 
@@ -164,9 +179,29 @@ mod tests {
         ];
         let plan = plan(&ops, &live(&[("foo", Some("bar")), ("gone", Some("x"))])).unwrap();
         assert_eq!(plan.changes.len(), 2);
-        assert!(matches!(&plan.changes[0].1, Net::Put { value, .. } if value == "bar3"));
+        let Net::Put {
+            value, revision, ..
+        } = &plan.changes[0].1
+        else {
+            panic!("{:?}", plan.changes[0].1)
+        };
+        assert_eq!(value, "bar3");
         assert!(matches!(plan.changes[1].1, Net::Deleted));
-        assert_eq!(plan.revisions.iter().filter(|r| r.is_some()).count(), 2);
+        // Only the put that stands has a revision: the first, overwritten by the third,
+        // was never visible.
+        assert_eq!(plan.revisions, [None, None, Some(revision.clone()), None]);
+    }
+
+    #[test]
+    fn a_put_deleted_by_a_later_step_has_no_revision() {
+        let ops = vec![
+            TxnOp::put(b"a", Bytes::from("1")),
+            TxnOp::delete(b"a"),
+            TxnOp::put(b"b", Bytes::from("2")),
+        ];
+        let plan = plan(&ops, &live(&[("a", None), ("b", None)])).unwrap();
+        assert_eq!(plan.revisions[..2], [None, None]);
+        assert!(plan.revisions[2].is_some());
     }
 
     #[test]

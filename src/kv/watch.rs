@@ -7,11 +7,14 @@
 //! out in order, none lost, none twice.
 //!
 //! A checkpoint holds, for each shard, the sequence number of the last record handed out
-//! (or, for a shard with no record handed out yet, an iterator at the place the watch
-//! started in it, good for 15 minutes), and the shards read to their end. A watch resumed
-//! from it reads every shard right after that place; one that cannot (an iterator older
-//! than 15 minutes, a record past the stream's 24 hours) fails with
-//! [`KvError::WatchLost`] rather than skip anything.
+//! (for a child shard with no record handed out yet, the sequence number of its first
+//! record; for a shard open when the watch began with no record handed out yet, an iterator
+//! at the place the watch started in it, good for 15 minutes), and the shards read to
+//! their end. A watch resumed from it reads every shard from exactly that place; one that
+//! cannot (an iterator older than 15 minutes, a record past the stream's 24 hours, a shard
+//! gone from the stream) fails with [`KvError::WatchLost`] rather than skip anything. So a
+//! checkpoint never resumes "from the oldest record kept", which after a day would pass
+//! over trimmed records in silence.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::time::Duration;
@@ -32,6 +35,10 @@ const IDLE_POLL: Duration = Duration::from_millis(500);
 const THROTTLED_POLL: Duration = Duration::from_secs(2);
 /// How often the shard list is read again, to find children of closed shards.
 const SHARD_REFRESH: Duration = Duration::from_secs(10);
+/// How far back a shard read again from its oldest record (after a young iterator was
+/// refused as trimmed) hands records out: an iterator lives 15 minutes, so a record
+/// older than that, and a minute of DynamoDB Local's rounding, was before the iterator.
+const YOUNG_ITERATOR_REACH: Duration = Duration::from_secs(16 * 60);
 /// Events buffered for a slow consumer before the reader waits.
 const BUFFER: usize = 256;
 
@@ -51,7 +58,12 @@ struct Position {
 enum Resume {
     /// After this record.
     After(String),
-    /// From the shard's first record (a child shard, nothing handed out from it yet).
+    /// At this record: a child shard's first, nothing handed out from it yet. Resumed at
+    /// that sequence number, so that a resume after the stream trimmed it fails.
+    From(String),
+    /// From the shard's oldest record kept: written by earlier versions for what is now
+    /// [`Resume::From`]; resumed at the shard's first sequence number as the stream lists
+    /// it.
     TrimHorizon,
     /// At this iterator (a shard open when the watch began, nothing handed out from it
     /// yet): good for 15 minutes.
@@ -99,6 +111,7 @@ pub(crate) fn watch(
             position: Position::default(),
             iterators: BTreeMap::new(),
             waiting: BTreeMap::new(),
+            passed_before: BTreeMap::new(),
         };
         if let Err(e) = reader.run(from).await {
             // The consumer may be gone already; then nobody needs the error.
@@ -135,6 +148,10 @@ struct Reader {
     iterators: BTreeMap<String, String>,
     /// Children whose parent is still being read: shard id to parent id.
     waiting: BTreeMap<String, String>,
+    /// Shards read again from their oldest record after a young iterator was refused as
+    /// trimmed: records created before this time (seconds since the epoch) were before
+    /// the iterator, and are passed over.
+    passed_before: BTreeMap<String, f64>,
 }
 
 /// Why reading stopped without an error: the consumer went away.
@@ -150,7 +167,7 @@ impl Reader {
                     if shard.is_closed() {
                         self.position.done.insert(shard.shard_id);
                     } else {
-                        self.open(&stream, &shard.shard_id, ShardPosition::Latest)
+                        self.open(&stream, &shard.shard_id, ShardPosition::Latest, None)
                             .await?;
                     }
                 }
@@ -228,24 +245,21 @@ impl Reader {
         Ok(self.client.describe_stream(stream).await?.shards)
     }
 
-    /// Starts reading `shard` at `position`.
+    /// Starts reading `shard` at `position`, to be resumed as `resume` says (`None`: at
+    /// the iterator itself, good for 15 minutes).
     async fn open(
         &mut self,
         stream: &str,
         shard: &str,
         position: ShardPosition,
+        resume: Option<Resume>,
     ) -> Result<(), KvError> {
-        let resume_from_start = position == ShardPosition::TrimHorizon;
         let iterator = self
             .client
             .get_shard_iterator(stream, shard, position)
             .await
-            .map_err(lost)?;
-        let resume = if resume_from_start {
-            Resume::TrimHorizon
-        } else {
-            Resume::Iterator(iterator.clone())
-        };
+            .map_err(|e| lost_shard(e, shard))?;
+        let resume = resume.unwrap_or_else(|| Resume::Iterator(iterator.clone()));
         self.position.shards.insert(shard.to_owned(), resume);
         self.iterators.insert(shard.to_owned(), iterator);
         Ok(())
@@ -253,18 +267,24 @@ impl Reader {
 
     /// Reads `shard` again from where `resume` says, which must not be an iterator.
     async fn reopen(&mut self, stream: &str, shard: &str, resume: Resume) -> Result<(), KvError> {
-        match resume {
-            Resume::After(seq) => {
-                self.open(stream, shard, ShardPosition::AfterSequence(seq.clone()))
-                    .await?;
-                self.position
-                    .shards
-                    .insert(shard.to_owned(), Resume::After(seq));
-                Ok(())
+        let position = match &resume {
+            Resume::After(seq) => ShardPosition::AfterSequence(seq.clone()),
+            Resume::From(seq) => ShardPosition::AtSequence(seq.clone()),
+            Resume::TrimHorizon => {
+                // An earlier version's checkpoint: the shard's first record as listed.
+                let listed = self.describe(stream).await?;
+                let Some(first) = listed
+                    .into_iter()
+                    .find(|s| s.shard_id == shard)
+                    .map(|s| s.starting_sequence_number)
+                else {
+                    return Err(gone(shard));
+                };
+                return Box::pin(self.reopen(stream, shard, Resume::From(first))).await;
             }
-            Resume::TrimHorizon => self.open(stream, shard, ShardPosition::TrimHorizon).await,
-            Resume::Iterator(_) => Err(lost_iterator()),
-        }
+            Resume::Iterator(_) => return Err(lost_iterator()),
+        };
+        self.open(stream, shard, position, Some(resume)).await
     }
 
     /// Starts the shards that appeared since: each from its beginning, once its parent has
@@ -287,12 +307,19 @@ impl Reader {
                     self.waiting.insert(id.clone(), parent.clone());
                 }
             } else {
-                start.push(id.clone());
+                start.push((id.clone(), shard.starting_sequence_number.clone()));
             }
         }
-        for id in start {
+        for (id, first) in start {
             self.waiting.remove(&id);
-            self.open(stream, &id, ShardPosition::TrimHorizon).await?;
+            // Read from its first record, and resumed from exactly there.
+            self.open(
+                stream,
+                &id,
+                ShardPosition::TrimHorizon,
+                Some(Resume::From(first)),
+            )
+            .await?;
         }
         // Forget finished shards the stream no longer has: nothing can refer to them.
         self.position.done.retain(|id| known.contains(id.as_str()));
@@ -312,20 +339,28 @@ impl Reader {
                 let stream = self.position.stream.clone();
                 match resume {
                     Some(resume) => self.reopen(&stream, shard, resume).await?,
-                    None => return Err(lost(e)),
+                    None => return Err(lost_shard(e, shard)),
                 }
                 return Ok(Polled::Records(0));
             }
             // An iterator younger than its 15 minutes refused as trimmed points before the
             // shard's first record: it was taken when the shard held none (DynamoDB Local
             // does this when other tables' writes move its shared counter on). Everything
-            // in the shard came after it, so the shard is read from its start.
+            // in the shard came after it, so the shard is read from its oldest record; on
+            // AWS, where the shard may hold a day of records, those created before the
+            // iterator could have been taken are passed over, not handed out again.
             Err(e)
                 if e.is_trimmed()
                     && matches!(self.position.shards.get(shard), Some(Resume::Iterator(_))) =>
             {
                 let stream = self.position.stream.clone();
-                self.reopen(&stream, shard, Resume::TrimHorizon).await?;
+                self.open(&stream, shard, ShardPosition::TrimHorizon, None)
+                    .await?;
+                let reach = YOUNG_ITERATOR_REACH.as_secs_f64();
+                let now = std::time::SystemTime::now()
+                    .duration_since(std::time::UNIX_EPOCH)
+                    .map_or(0.0, |d| d.as_secs_f64());
+                self.passed_before.insert(shard.to_owned(), now - reach);
                 return Ok(Polled::Records(0));
             }
             // Too many readers on the shard for now: slow down rather than give up.
@@ -334,11 +369,24 @@ impl Reader {
                 tokio::time::sleep(THROTTLED_POLL).await;
                 return Ok(Polled::Records(0));
             }
-            Err(e) => return Err(lost(e)),
+            Err(e) => return Err(lost_shard(e, shard)),
         };
         let count = page.records.len();
         for record in page.records {
             let seq = record.sequence_number.clone();
+            if let Some(before) = self.passed_before.get(shard) {
+                if record
+                    .approximate_creation_time
+                    .is_some_and(|t| t < *before)
+                {
+                    // Passed over as if handed out: a checkpoint resumes after it.
+                    self.position
+                        .shards
+                        .insert(shard.to_owned(), Resume::After(seq));
+                    continue;
+                }
+                self.passed_before.remove(shard);
+            }
             let event = self.event(record);
             self.position
                 .shards
@@ -431,6 +479,25 @@ fn is_throttled(e: &DynamoError) -> bool {
                 | "RequestLimitExceeded"
         )
     )
+}
+
+/// A checkpoint's shard that the stream no longer has (it drops a shard 24 hours after
+/// the shard closed).
+fn gone(shard: &str) -> KvError {
+    KvError::WatchLost {
+        problem: format!(
+            "the checkpoint's shard {shard} is no longer in the stream (DynamoDB drops a shard 24 hours after it closes): start a new watch and re-read"
+        ),
+    }
+}
+
+/// [`lost`], for a read of `shard`: a shard the stream does not have is gone.
+fn lost_shard(e: DynamoError, shard: &str) -> KvError {
+    if e.code() == Some("ResourceNotFoundException") {
+        gone(shard)
+    } else {
+        lost(e)
+    }
 }
 
 fn lost_iterator() -> KvError {

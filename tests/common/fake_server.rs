@@ -26,6 +26,9 @@ pub enum Reply {
     Stall,
     /// Wait this long, then reply as the inner reply says (a slow server).
     Delayed(std::time::Duration, Box<Reply>),
+    /// Send the request on to this URL at once, and relay the answer after this long (an
+    /// answer slow on its way back).
+    ForwardThenWait(String, std::time::Duration),
 }
 
 /// A running fake server.
@@ -180,6 +183,12 @@ async fn serve(
         Reply::CutShort { declared, body } => (200, body.into_bytes(), declared),
         Reply::Forward(to) => {
             let (status, body) = forward(forwarder, &to, &request).await;
+            let len = body.len();
+            (status, body, len)
+        }
+        Reply::ForwardThenWait(to, wait) => {
+            let (status, body) = forward(forwarder, &to, &request).await;
+            tokio::time::sleep(wait).await;
             let len = body.len();
             (status, body, len)
         }

@@ -151,12 +151,11 @@ impl KvStore for DynamoKv {
     #[tracing::instrument(level = "debug", skip_all, fields(key = %key::display(key)))]
     async fn get(&self, key: &[u8]) -> Result<Option<Entry>, KvError> {
         key::validate(key, self.layout.namespace.len())?;
+        let stored = self.read(key).await?;
+        // Live as of the answer, not the asking: a read retried until after the entry
+        // expired must not return it.
         let now = unix_ms(SystemTime::now());
-        Ok(self
-            .read(key)
-            .await?
-            .filter(|s| s.is_live(now))
-            .map(Stored::entry))
+        Ok(stored.filter(|s| s.is_live(now)).map(Stored::entry))
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(key = %key::display(key)))]
@@ -168,86 +167,14 @@ impl KvStore for DynamoKv {
         condition: Condition,
     ) -> Result<Revision, KvError> {
         check_write(key, &value, self.layout.namespace.len())?;
-        let expiring = expires.is_some();
         for _ in 0..ATTEMPTS {
             let revision = Revision::fresh();
-            let item = self
-                .layout
-                .item_of(key, &value, &revision, expires, expiring);
-            if let (Condition::Value(expected), false) =
-                (&condition, self.safeguards.compare_and_swap_conditional())
-            {
-                let now = unix_ms(SystemTime::now());
-                self.planted_compare_and_swap(key, item, expected, now)
-                    .await?;
+            let applied = self
+                .write_attempt(key, &value, expires, &condition, &revision)
+                .await
+                .map_err(|e| e.attempted(key, Some(&revision)))?;
+            if applied {
                 return Ok(revision);
-            }
-            if matches!(condition, Condition::Absent) {
-                if self
-                    .create_new(key, item.clone(), expiring)
-                    .await?
-                    .is_some()
-                {
-                    return Ok(revision);
-                }
-            } else if self
-                .overwrite(key, &item, &condition, expiring)
-                .await?
-                .is_ok()
-            {
-                return Ok(revision);
-            } else if matches!(condition, Condition::Always)
-                && self
-                    .create_new(key, item.clone(), expiring)
-                    .await?
-                    .is_some()
-            {
-                // Most often an overwrite is refused for want of an item: create it.
-                return Ok(revision);
-            }
-            // Refused: find out why from the item itself.
-            let Some(before) = self.read(key).await? else {
-                match condition {
-                    // Gone again since the create was refused: start over.
-                    Condition::Always | Condition::Absent => continue,
-                    _ => return Err(condition.failure(key)),
-                }
-            };
-            let live = before.is_live(unix_ms(SystemTime::now()));
-            let current = live.then_some((before.value.as_ref(), &before.revision));
-            if !condition.holds(current) {
-                return Err(condition.failure(key));
-            }
-            // The condition holds: the item is an expired one that `create` may replace,
-            // or it is counted as expiring and the new one is not (or the reverse).
-            let live_needed = !matches!(condition, Condition::Always | Condition::Absent);
-            let item = self.layout.item_of(
-                key,
-                &value,
-                &revision,
-                expires,
-                expiring || before.counted_expiring,
-            );
-            if expiring && !before.counted_expiring {
-                if self.overwrite_counting(&before, item, live_needed).await? {
-                    return Ok(revision);
-                }
-            } else {
-                // Pinned to the item as read, so its counters are right as they stand.
-                let sent = self
-                    .send_fresh(|now| {
-                        let expressions = pin(Some(&before), live_needed, now);
-                        let mut put = PutItem::new(&self.layout.table, item.clone())
-                            .condition(pin_condition(&expressions));
-                        put.expressions = expressions;
-                        async move { self.client.put_item_once(&put).await }
-                    })
-                    .await;
-                match sent {
-                    Ok(_) => return Ok(revision),
-                    Err(e) if e.is_condition_failure() && !e.is_ambiguous() => {}
-                    Err(e) => return Err(e.into()),
-                }
             }
         }
         Err(KvError::Contention {
@@ -260,14 +187,13 @@ impl KvStore for DynamoKv {
     async fn remove(&self, key: &[u8], condition: Condition) -> Result<bool, KvError> {
         key::validate(key, self.layout.namespace.len())?;
         for _ in 0..ATTEMPTS {
-            let now = unix_ms(SystemTime::now());
             let Some(stored) = self.read(key).await? else {
                 return match condition {
                     Condition::Always | Condition::Absent => Ok(false),
                     _ => Err(condition.failure(key)),
                 };
             };
-            let live = stored.is_live(now);
+            let live = stored.is_live(unix_ms(SystemTime::now()));
             let current = live.then_some((stored.value.as_ref(), &stored.revision));
             if !condition.holds(current) {
                 return Err(condition.failure(key));
@@ -276,7 +202,11 @@ impl KvStore for DynamoKv {
                 return Ok(false);
             }
             // Pinned to the revision read, so the check above still holds when it applies.
-            if self.remove_pinned(std::slice::from_ref(&stored)).await? {
+            if self
+                .remove_pinned(std::slice::from_ref(&stored))
+                .await
+                .map_err(|e| e.attempted(key, None))?
+            {
                 return Ok(live);
             }
         }
@@ -352,7 +282,7 @@ impl KvStore for DynamoKv {
             match sent {
                 Ok(_) => return Ok(revision),
                 Err(e) if e.is_condition_failure() && !e.is_ambiguous() => {}
-                Err(e) => return Err(e.into()),
+                Err(e) => return Err(KvError::from(e).attempted(key, Some(&revision))),
             }
             let now = unix_ms(SystemTime::now());
             let before = match self.read(key).await? {
@@ -375,7 +305,11 @@ impl KvStore for DynamoKv {
             self.layout.count(key, Counts { n: 0, x: 1 }, &mut counts);
             let mut items = vec![TransactWriteItem::Update(slow)];
             items.extend(self.layout.counter_updates(counts));
-            if matches!(self.transact(&items).await?, Transacted::Applied) {
+            let sent = self.transact(&items).await;
+            if sent
+                .map_err(|e| e.attempted(key, Some(&revision)))?
+                .applied()
+            {
                 return Ok(revision);
             }
         }
@@ -401,7 +335,6 @@ impl KvStore for DynamoKv {
                 .value(":pk", AttributeValue::B(self.layout.partition(folder)))
                 .value(":p", AttributeValue::B(Bytes::copy_from_slice(partial)));
         }
-        let now = unix_ms(SystemTime::now());
         // Names in order; a folder holding only keys counted as expiring is checked for a
         // live key before it is listed.
         let mut names: Vec<(Vec<u8>, bool)> = Vec::new();
@@ -415,7 +348,10 @@ impl KvStore for DynamoKv {
         };
         let mut pages = Box::pin(self.client.query_pages(query));
         while let Some(page) = pages.next().await {
-            for item in page?.items {
+            let page = page?;
+            // Live as of each page's answer.
+            let now = unix_ms(SystemTime::now());
+            for item in page.items {
                 match self.layout.row(&item)? {
                     Row::Counter(name, counts) => match &mut group {
                         Some((g, sum)) if *g == name => *sum += counts,
@@ -442,7 +378,7 @@ impl KvStore for DynamoKv {
                 let end = key::prefix_end(&child).unwrap_or_default();
                 let mut live = false;
                 self.walk_folder(child.clone(), &child, &end, 16, &mut |s| {
-                    live = s.is_live(now);
+                    live = s.is_live(unix_ms(SystemTime::now()));
                     !live
                 })
                 .await?;
@@ -466,13 +402,13 @@ impl KvStore for DynamoKv {
         if limit == 0 {
             return Ok(Vec::new());
         }
-        let now = unix_ms(SystemTime::now());
         let page = u32::try_from(limit.saturating_add(FOLDER_SHARDS as usize))
             .unwrap_or(1000)
             .min(1000);
         let mut entries = Vec::new();
         self.walk(start, end, page, &mut |stored| {
-            if stored.is_live(now) {
+            // Live as of the answer that brought it.
+            if stored.is_live(unix_ms(SystemTime::now())) {
                 entries.push(stored.entry());
             }
             entries.len() < limit
@@ -495,6 +431,8 @@ impl KvStore for DynamoKv {
         let mut keys: Vec<&[u8]> = ops.iter().map(|op| op.key.as_slice()).collect();
         keys.sort_unstable();
         keys.dedup();
+        // The key whose change refused the last attempt.
+        let mut contended = None;
         for attempt in 1..=ATTEMPTS {
             // Read every key, run the steps on what is live, and pin each key's change to
             // its item as read: the transaction applies only if none of them changed.
@@ -583,14 +521,20 @@ impl KvStore for DynamoKv {
                 });
             }
             items.extend(counters);
-            match self.transact(&items).await? {
+            let sent = self.transact(&items).await;
+            match sent.map_err(|e| e.attempted_transaction(&plan.revisions))? {
                 Transacted::Applied => return Ok(plan.revisions),
                 // A key changed between the read and the write: read again.
-                Transacted::NotApplied => backoff(attempt).await,
+                Transacted::NotApplied { refused } => {
+                    contended = refused;
+                    backoff(attempt).await;
+                }
             }
         }
         Err(KvError::Contention {
-            key: keys.first().map(|k| key::display(k)).unwrap_or_default(),
+            key: contended
+                .or_else(|| keys.first().map(|k| key::display(k)))
+                .unwrap_or_default(),
             attempts: ATTEMPTS,
         })
     }

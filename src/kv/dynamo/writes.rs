@@ -4,10 +4,12 @@
 use std::collections::BTreeMap;
 use std::time::{Duration, SystemTime};
 
+use bytes::Bytes;
+
 use crate::dynamo::{
     AttributeValue, DeleteItem, DynamoError, ExpressionAttributes, Item, PutItem, TransactWriteItem,
 };
-use crate::kv::{Condition, KvError, TRANSACTION_MAX, key, unix_ms};
+use crate::kv::{Condition, KvError, Revision, TRANSACTION_MAX, key, unix_ms};
 
 use super::{ATTEMPTS, DELETE_BATCH, DynamoKv};
 use crate::kv::layout::{Counts, LIVE, Stored};
@@ -77,23 +79,94 @@ pub(super) fn batches(items: Vec<Stored>) -> Vec<Vec<Stored>> {
     out
 }
 
-/// Whether a transaction item's condition names the current time (`:now`).
-pub(super) fn names_the_clock(item: &TransactWriteItem) -> bool {
-    let values = match item {
+/// The expression attribute values of a transaction item.
+fn values_of(item: &TransactWriteItem) -> &ExpressionAttributes {
+    match item {
         TransactWriteItem::Put(p) => &p.expressions,
         TransactWriteItem::Update(u) => &u.expressions,
         TransactWriteItem::Delete(d) => &d.expressions,
         TransactWriteItem::ConditionCheck(c) => &c.expressions,
-    };
-    values.expression_attribute_values.contains_key(":now")
+    }
+}
+
+/// Whether a transaction item's condition names the current time (`:now`).
+pub(super) fn names_the_clock(item: &TransactWriteItem) -> bool {
+    values_of(item)
+        .expression_attribute_values
+        .contains_key(":now")
+}
+
+/// `items` with the current time they name (`:now`) set to `now`.
+///
+/// Safe for any later `now`: an entry that was expired stays expired, so a later time only
+/// refuses more (a live entry the write relies on that has expired since), never less.
+fn at_time(items: &[TransactWriteItem], now: u64) -> Vec<TransactWriteItem> {
+    let mut items = items.to_vec();
+    for item in &mut items {
+        let values = match item {
+            TransactWriteItem::Put(p) => &mut p.expressions,
+            TransactWriteItem::Update(u) => &mut u.expressions,
+            TransactWriteItem::Delete(d) => &mut d.expressions,
+            TransactWriteItem::ConditionCheck(c) => &mut c.expressions,
+        };
+        if let Some(at) = values.expression_attribute_values.get_mut(":now") {
+            *at = now.into();
+        }
+    }
+    items
+}
+
+/// The key of a transaction item.
+fn key_of(item: &TransactWriteItem) -> &Item {
+    match item {
+        TransactWriteItem::Put(p) => &p.item,
+        TransactWriteItem::Update(u) => &u.key,
+        TransactWriteItem::Delete(d) => &d.key,
+        TransactWriteItem::ConditionCheck(c) => &c.key,
+    }
 }
 
 /// How a transaction ended, short of an error.
 pub(super) enum Transacted {
     Applied,
-    /// A condition failed, or (for a transaction naming the time) it was refused for now:
-    /// read again and build it again.
-    NotApplied,
+    /// A condition failed: something read changed. Read again and build it again.
+    NotApplied {
+        /// The first item whose condition failed, as a user names it.
+        refused: Option<String>,
+    },
+}
+
+impl Transacted {
+    pub(super) fn applied(&self) -> bool {
+        matches!(self, Self::Applied)
+    }
+}
+
+/// Why a transaction that did not apply may apply when sent again unchanged.
+enum Again {
+    /// Throttled (as a whole, or an item's write): within the client's retry budget.
+    Throttled,
+    /// Another transaction in flight holds this item: contention, with backoff.
+    Conflict(usize),
+}
+
+/// Whether (and why) a transaction that failed with `error`, which did not apply, may apply
+/// when sent again as it is. `sent_once`: the client did not already retry top-level
+/// throttling itself.
+fn again(error: &DynamoError, sent_once: bool) -> Option<Again> {
+    match error {
+        DynamoError::TransactionCanceled { reasons, .. } => {
+            if let Some(conflict) = reasons.iter().find(|r| r.is_conflict()) {
+                Some(Again::Conflict(conflict.index))
+            } else if reasons.iter().any(|r| r.is_throttling()) {
+                Some(Again::Throttled)
+            } else {
+                None
+            }
+        }
+        e if sent_once && e.is_retryable() => Some(Again::Throttled),
+        _ => None,
+    }
 }
 
 /// A short random pause before attempt `attempt + 1`, growing with the attempts.
@@ -103,6 +176,96 @@ pub(super) async fn backoff(attempt: u32) {
 }
 
 impl DynamoKv {
+    /// One attempt of [`KvStore::write`] at leaving `revision`: `Ok(true)` applied,
+    /// `Ok(false)` to be tried again (the key changed under it), or why it cannot apply.
+    pub(super) async fn write_attempt(
+        &self,
+        key: &[u8],
+        value: &Bytes,
+        expires: Option<SystemTime>,
+        condition: &Condition,
+        revision: &Revision,
+    ) -> Result<bool, KvError> {
+        let expiring = expires.is_some();
+        let item = self.layout.item_of(key, value, revision, expires, expiring);
+        if let (Condition::Value(expected), false) =
+            (condition, self.safeguards.compare_and_swap_conditional())
+        {
+            let now = unix_ms(SystemTime::now());
+            self.planted_compare_and_swap(key, item, expected, now)
+                .await?;
+            return Ok(true);
+        }
+        if matches!(condition, Condition::Absent) {
+            if self
+                .create_new(key, item.clone(), expiring)
+                .await?
+                .is_some()
+            {
+                return Ok(true);
+            }
+        } else if self
+            .overwrite(key, &item, condition, expiring)
+            .await?
+            .is_ok()
+        {
+            return Ok(true);
+        } else if matches!(condition, Condition::Always)
+            && self
+                .create_new(key, item.clone(), expiring)
+                .await?
+                .is_some()
+        {
+            // Most often an overwrite is refused for want of an item: create it.
+            return Ok(true);
+        }
+        // Refused: find out why from the item itself.
+        let Some(before) = self.read(key).await? else {
+            match condition {
+                // Gone again since the create was refused: start over.
+                Condition::Always | Condition::Absent => return Ok(false),
+                _ => return Err(condition.failure(key)),
+            }
+        };
+        let live = before.is_live(unix_ms(SystemTime::now()));
+        let current = live.then_some((before.value.as_ref(), &before.revision));
+        if !condition.holds(current) {
+            return Err(condition.failure(key));
+        }
+        // The condition holds: the item is an expired one that `create` may replace,
+        // or it is counted as expiring and the new one is not (or the reverse).
+        let live_needed = !matches!(condition, Condition::Always | Condition::Absent);
+        let item = self.layout.item_of(
+            key,
+            value,
+            revision,
+            expires,
+            expiring || before.counted_expiring,
+        );
+        if expiring && !before.counted_expiring {
+            if self.overwrite_counting(&before, item, live_needed).await? {
+                return Ok(true);
+            }
+        } else {
+            // Pinned to the item as read, so its counters are right as they stand.
+            let sent = self
+                .send_fresh(|now| {
+                    let expressions = pin(Some(&before), live_needed, now);
+                    let mut put = PutItem::new(&self.layout.table, item.clone())
+                        .condition(pin_condition(&expressions));
+                    put.expressions = expressions;
+                    async move { self.client.put_item_once(&put).await }
+                })
+                .await;
+            match sent {
+                Ok(_) => return Ok(true),
+                Err(e) if e.is_condition_failure() && !e.is_ambiguous() => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(false)
+    }
+
     /// Creates `key` (it has no item): the item and its counters, in one transaction.
     /// `Ok(None)`: an item appeared meanwhile.
     pub(super) async fn create_new(
@@ -120,50 +283,70 @@ impl DynamoKv {
                 .name("#pk", "pk"),
         )];
         items.extend(self.layout.counter_updates(counts));
-        match self.transact(&items).await? {
-            Transacted::Applied => Ok(Some(())),
-            Transacted::NotApplied => Ok(None),
-        }
+        Ok(self.transact(&items).await?.applied().then_some(()))
     }
 
-    /// Sends a transaction, retrying while other transactions hold its items.
+    /// Sends a transaction until it applies or a condition refuses it.
     ///
-    /// A transaction whose conditions name the current time (`:now`) is sent once: a
-    /// retry must not carry an old time, so any failure that did not apply it (throttling,
-    /// another transaction on its items) comes back as [`Transacted::NotApplied`] for the
-    /// caller to build it again. Others are retried here, the client resending each with
-    /// its idempotency token.
+    /// Throttling (a top-level answer, or an item's cancellation reason) is retried within
+    /// the client's retry policy, as the client retries a throttled single write; another
+    /// transaction in flight on an item (a `TransactionConflict` reason) is contention,
+    /// retried with backoff up to [`ATTEMPTS`] times and then reported as
+    /// [`KvError::Contention`] naming that item. A transaction whose conditions name the
+    /// current time (`:now`) is sent anew each time with the time it is sent; others are
+    /// sent through the client, which resends a lost attempt with the same idempotency
+    /// token. A failed condition comes back as [`Transacted::NotApplied`] for the caller
+    /// to read again.
     pub(super) async fn transact(
         &self,
         items: &[TransactWriteItem],
     ) -> Result<Transacted, KvError> {
         let clocked = items.iter().any(names_the_clock);
-        let mut attempt = 0;
+        let retry = self.client.retry_config();
+        let started = tokio::time::Instant::now();
+        let (mut throttled, mut conflicts) = (0, 0);
         loop {
-            attempt += 1;
             let sent = if clocked {
-                self.client.transact_write_items_once(items).await
+                let fresh = at_time(items, unix_ms(SystemTime::now()));
+                self.client.transact_write_items_once(&fresh).await
             } else {
                 self.client.transact_write_items(items).await
             };
-            match sent {
+            let error = match sent {
                 Ok(()) => return Ok(Transacted::Applied),
-                Err(e) if e.is_ambiguous() => return Err(e.into()),
-                Err(DynamoError::TransactionCanceled { reasons, message }) => {
-                    if reasons.iter().any(|r| r.code == "ConditionalCheckFailed") {
-                        return Ok(Transacted::NotApplied);
+                Err(e) => e,
+            };
+            if error.is_ambiguous() {
+                return Err(error.into());
+            }
+            if let DynamoError::TransactionCanceled { reasons, .. } = &error
+                && let Some(refused) = reasons.iter().find(|r| r.code == "ConditionalCheckFailed")
+            {
+                let refused = items
+                    .get(refused.index)
+                    .map(|i| self.layout.name_of(key_of(i)));
+                return Ok(Transacted::NotApplied { refused });
+            }
+            match again(&error, clocked) {
+                Some(Again::Throttled) => {
+                    throttled += 1;
+                    match retry.next_delay(throttled, started) {
+                        Some(delay) => tokio::time::sleep(delay).await,
+                        None => return Err(error.into()),
                     }
-                    let busy = reasons.iter().any(|r| r.code == "TransactionConflict");
-                    if busy && clocked {
-                        return Ok(Transacted::NotApplied);
-                    }
-                    if !busy || attempt >= ATTEMPTS {
-                        return Err(DynamoError::TransactionCanceled { message, reasons }.into());
-                    }
-                    backoff(attempt).await;
                 }
-                Err(e) if clocked && e.is_retryable() => return Ok(Transacted::NotApplied),
-                Err(e) => return Err(e.into()),
+                Some(Again::Conflict(index)) => {
+                    conflicts += 1;
+                    if conflicts >= ATTEMPTS {
+                        let key = items.get(index).map(|i| self.layout.name_of(key_of(i)));
+                        return Err(KvError::Contention {
+                            key: key.unwrap_or_else(|| format!("item {index} of a transaction")),
+                            attempts: conflicts,
+                        });
+                    }
+                    backoff(conflicts).await;
+                }
+                None => return Err(error.into()),
             }
         }
     }
@@ -211,7 +394,7 @@ impl DynamoKv {
             ));
         }
         writes.extend(self.layout.counter_updates(counts));
-        Ok(matches!(self.transact(&writes).await?, Transacted::Applied))
+        Ok(self.transact(&writes).await?.applied())
     }
 
     /// An overwrite of an existing item (live or not, per `condition`), which leaves the
@@ -298,7 +481,7 @@ impl DynamoKv {
             .count(&before.key, Counts { n: 0, x: 1 }, &mut counts);
         let mut items = vec![TransactWriteItem::Put(put)];
         items.extend(self.layout.counter_updates(counts));
-        Ok(matches!(self.transact(&items).await?, Transacted::Applied))
+        Ok(self.transact(&items).await?.applied())
     }
 
     /// The planted bug: compare-and-swap as a read and a blind write.
