@@ -41,6 +41,10 @@ const SHARD_REFRESH: Duration = Duration::from_secs(10);
 const YOUNG_ITERATOR_REACH: Duration = Duration::from_secs(16 * 60);
 /// Events buffered for a slow consumer before the reader waits.
 const BUFFER: usize = 256;
+/// How often shards held only by an iterator (nothing handed out from them yet) are read a
+/// step further while the reader waits for a slow consumer or for a parent shard, so that
+/// their iterators (good for 15 minutes) never expire.
+const KEEP_ALIVE: Duration = Duration::from_secs(5 * 60);
 
 /// A watch's place in the stream, as it travels in a [`Checkpoint`].
 #[derive(Debug, Clone, Default, Serialize, Deserialize)]
@@ -49,7 +53,10 @@ struct Position {
     stream: String,
     /// Per shard being read: where to go on.
     shards: BTreeMap<String, Resume>,
-    /// Shards read to their end.
+    /// Shards read to their end, but for those whose descendants are in the checkpoint
+    /// (being read, or read to their end): the stream's lineage says those are done, and
+    /// leaving them out keeps a checkpoint to the frontier of the stream, not its day of
+    /// closed shards.
     done: BTreeSet<String>,
 }
 
@@ -100,6 +107,7 @@ pub(crate) fn watch(
     layout: Layout,
     prefix: Vec<u8>,
     from: Option<super::Checkpoint>,
+    keep_alive: Option<Duration>,
 ) -> BoxStream<'static, Result<WatchEvent, KvError>> {
     let (sender, receiver) = mpsc::channel(BUFFER);
     let task = tokio::spawn(async move {
@@ -112,6 +120,9 @@ pub(crate) fn watch(
             iterators: BTreeMap::new(),
             waiting: BTreeMap::new(),
             passed_before: BTreeMap::new(),
+            parents: BTreeMap::new(),
+            keep_alive: keep_alive.unwrap_or(KEEP_ALIVE),
+            kept_alive: tokio::time::Instant::now(),
         };
         if let Err(e) = reader.run(from).await {
             // The consumer may be gone already; then nobody needs the error.
@@ -152,6 +163,12 @@ struct Reader {
     /// trimmed: records created before this time (seconds since the epoch) were before
     /// the iterator, and are passed over.
     passed_before: BTreeMap<String, f64>,
+    /// Each shard's parent, as the stream has listed them.
+    parents: BTreeMap<String, String>,
+    /// How often shards held by an iterator are kept alive ([`KEEP_ALIVE`]).
+    keep_alive: Duration,
+    /// When they last were.
+    kept_alive: tokio::time::Instant,
 }
 
 /// Why reading stopped without an error: the consumer went away.
@@ -171,6 +188,7 @@ impl Reader {
                             .await?;
                     }
                 }
+                self.prune_done();
             }
             Some(checkpoint) => {
                 self.position = Position::parse(&checkpoint)?;
@@ -208,6 +226,16 @@ impl Reader {
             let mut closed = false;
             let shards: Vec<String> = self.iterators.keys().cloned().collect();
             for shard in shards {
+                // A child waits until its parent has been read to its end (a fresh watch
+                // can find both open: DescribeStream is eventually consistent), so that
+                // one key's changes come out in order.
+                if self
+                    .parents
+                    .get(&shard)
+                    .is_some_and(|p| self.iterators.contains_key(p))
+                {
+                    continue;
+                }
                 match self.poll(&shard).await? {
                     Polled::Records(n) => any |= n > 0,
                     Polled::Closed => closed = true,
@@ -217,6 +245,9 @@ impl Reader {
             if closed || refreshed.elapsed() >= SHARD_REFRESH {
                 self.adopt_new_shards(&stream).await?;
                 refreshed = tokio::time::Instant::now();
+            }
+            if self.kept_alive.elapsed() >= self.keep_alive {
+                self.keep_iterators_alive().await;
             }
             if !any {
                 if self.sender.is_closed() {
@@ -241,8 +272,91 @@ impl Reader {
         }
     }
 
-    async fn describe(&self, stream: &str) -> Result<Vec<Shard>, KvError> {
-        Ok(self.client.describe_stream(stream).await?.shards)
+    /// The stream's shards, noting their lineage. Throttling that outlasts the client's
+    /// retries is waited out here: a watch slows down under load, it does not end.
+    async fn describe(&mut self, stream: &str) -> Result<Vec<Shard>, KvError> {
+        let shards = loop {
+            match self.client.describe_stream(stream).await {
+                Ok(description) => break description.shards,
+                Err(e) if is_throttled(&e) => {
+                    tracing::debug!(error = %e, "stream description refused for now");
+                    tokio::time::sleep(THROTTLED_POLL).await;
+                }
+                Err(e) => return Err(lost(e)),
+            }
+        };
+        for shard in &shards {
+            if let Some(parent) = &shard.parent_shard_id {
+                self.parents.insert(shard.shard_id.clone(), parent.clone());
+            }
+        }
+        Ok(shards)
+    }
+
+    /// The shards the stream's lineage says are done: every ancestor of a shard in the
+    /// position (being read, or read to its end) that is not itself being read.
+    fn finished_by_lineage(&self) -> BTreeSet<String> {
+        let mut finished = BTreeSet::new();
+        for start in self.position.shards.keys().chain(&self.position.done) {
+            let mut at = start;
+            // Bounded by the number of shards listed: lineage has no cycles, but a
+            // malformed answer must not hang the reader.
+            for _ in 0..=self.parents.len() {
+                let Some(parent) = self.parents.get(at) else {
+                    break;
+                };
+                if !self.position.shards.contains_key(parent) {
+                    finished.insert(parent.clone());
+                }
+                at = parent;
+            }
+        }
+        finished
+    }
+
+    /// Reads each shard held only by an iterator (nothing handed out from it yet) one
+    /// record further, without handing anything out: an empty page gives a fresh iterator;
+    /// a record makes the shard's place that record's sequence number, which does not
+    /// expire. So a consumer that stalls, or a parent read for hours, never costs a
+    /// shard its place.
+    async fn keep_iterators_alive(&mut self) {
+        self.kept_alive = tokio::time::Instant::now();
+        let held: Vec<(String, String)> = self
+            .position
+            .shards
+            .iter()
+            .filter(|(_, r)| matches!(r, Resume::Iterator(_)))
+            .filter_map(|(shard, _)| Some((shard.clone(), self.iterators.get(shard)?.clone())))
+            .collect();
+        let stream = self.position.stream.clone();
+        for (shard, iterator) in held {
+            let page = match self.client.get_records(&iterator, Some(1)).await {
+                Ok(page) => page,
+                // Left to the next poll, which deals with every failure.
+                Err(e) => {
+                    tracing::debug!(shard, error = %e, "keeping an iterator alive failed");
+                    continue;
+                }
+            };
+            match (page.records.first(), page.next_shard_iterator) {
+                (Some(record), _) => {
+                    let from = Resume::From(record.sequence_number.clone());
+                    if let Err(e) = self.reopen(&stream, &shard, from.clone()).await {
+                        // The next poll reopens it from there.
+                        tracing::debug!(shard, error = %e, "reopening a kept shard failed");
+                        self.position.shards.insert(shard, from);
+                    }
+                }
+                (None, Some(next)) => {
+                    self.position
+                        .shards
+                        .insert(shard.clone(), Resume::Iterator(next.clone()));
+                    self.iterators.insert(shard, next);
+                }
+                // Closed with nothing after the iterator: the next poll finds it so.
+                (None, None) => {}
+            }
+        }
     }
 
     /// Starts reading `shard` at `position`, to be resumed as `resume` says (`None`: at
@@ -292,16 +406,18 @@ impl Reader {
     async fn adopt_new_shards(&mut self, stream: &str) -> Result<(), KvError> {
         let shards = self.describe(stream).await?;
         let known: BTreeSet<&str> = shards.iter().map(|s| s.shard_id.as_str()).collect();
+        let lineage = self.finished_by_lineage();
+        let finished = |id: &str| self.position.done.contains(id) || lineage.contains(id);
         let mut start = Vec::new();
         for shard in &shards {
             let id = &shard.shard_id;
-            if self.position.done.contains(id) || self.iterators.contains_key(id) {
+            if finished(id) || self.iterators.contains_key(id) {
                 continue;
             }
             let parent_pending = shard
                 .parent_shard_id
                 .as_ref()
-                .is_some_and(|p| known.contains(p.as_str()) && !self.position.done.contains(p));
+                .is_some_and(|p| known.contains(p.as_str()) && !finished(p));
             if parent_pending {
                 if let Some(parent) = &shard.parent_shard_id {
                     self.waiting.insert(id.clone(), parent.clone());
@@ -321,9 +437,28 @@ impl Reader {
             )
             .await?;
         }
-        // Forget finished shards the stream no longer has: nothing can refer to them.
+        // Forget finished shards the stream no longer has (nothing can refer to them), and
+        // those the lineage of the shards in the position says are done.
         self.position.done.retain(|id| known.contains(id.as_str()));
+        self.prune_done();
         Ok(())
+    }
+
+    /// Leaves out of the position's finished shards those that are ancestors of another
+    /// shard in it: [`finished_by_lineage`](Self::finished_by_lineage) finds them again.
+    fn prune_done(&mut self) {
+        let mut ancestors = BTreeSet::new();
+        for start in self.position.shards.keys().chain(&self.position.done) {
+            let mut at = start;
+            for _ in 0..=self.parents.len() {
+                let Some(parent) = self.parents.get(at) else {
+                    break;
+                };
+                ancestors.insert(parent.clone());
+                at = parent;
+            }
+        }
+        self.position.done.retain(|id| !ancestors.contains(id));
     }
 
     /// One page of `shard`.
@@ -408,6 +543,7 @@ impl Reader {
             }
             None => {
                 self.iterators.remove(shard);
+                self.passed_before.remove(shard);
                 self.position.shards.remove(shard);
                 self.position.done.insert(shard.to_owned());
                 Ok(Polled::Closed)
@@ -452,12 +588,24 @@ impl Reader {
         }
     }
 
-    async fn send(&self, kind: EventKind) -> Result<(), Gone> {
+    /// Hands `kind` out with the checkpoint right after it. While a slow consumer keeps
+    /// the buffer full, the shards held by an iterator are kept alive.
+    async fn send(&mut self, kind: EventKind) -> Result<(), Gone> {
         let event = WatchEvent {
             kind,
             checkpoint: self.position.checkpoint(),
         };
-        self.sender.send(Ok(event)).await.map_err(|_| Gone)
+        let sender = self.sender.clone();
+        loop {
+            let wait = self.keep_alive.saturating_sub(self.kept_alive.elapsed());
+            tokio::select! {
+                permit = sender.reserve() => {
+                    permit.map_err(|_| Gone)?.send(Ok(event));
+                    return Ok(());
+                }
+                () = tokio::time::sleep(wait) => self.keep_iterators_alive().await,
+            }
+        }
     }
 }
 

@@ -64,6 +64,8 @@ pub struct DynamoKv {
     layout: Layout,
     /// All in force, but where a test planted a bug.
     safeguards: Safeguards,
+    /// How often a watch keeps its shard iterators alive, if not every five minutes.
+    watch_keep_alive: Option<Duration>,
 }
 
 impl std::fmt::Debug for DynamoKv {
@@ -87,6 +89,7 @@ impl DynamoKv {
                 ttl_grace: Some(DEFAULT_TTL_GRACE),
             },
             safeguards: Safeguards::default(),
+            watch_keep_alive: None,
         }
     }
 
@@ -124,6 +127,16 @@ impl DynamoKv {
     #[doc(hidden)]
     pub fn with_planted_bug(mut self, bug: crate::safeguards::PlantedBug) -> Self {
         self.safeguards = self.safeguards.without(bug);
+        self
+    }
+
+    /// Keeps a watch's shard iterators alive this often instead of every five minutes, so
+    /// that a test can outlast an iterator's life (15 minutes on AWS) in seconds. Not for
+    /// production use.
+    #[cfg(feature = "harness")]
+    #[doc(hidden)]
+    pub fn with_watch_keep_alive(mut self, every: Duration) -> Self {
+        self.watch_keep_alive = Some(every);
         self
     }
 
@@ -591,6 +604,7 @@ impl KvStore for DynamoKv {
             self.layout.clone(),
             prefix.to_vec(),
             from,
+            self.watch_keep_alive,
         )
     }
 
