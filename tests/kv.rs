@@ -68,6 +68,7 @@ on_both_stores!(
     folders_vanish_when_their_last_key_expires_however_it_got_its_expiry,
     delete_range_across_many_deep_branches,
     a_resumed_watch_stands_at_its_checkpoint_until_the_replay,
+    a_transaction_over_an_expired_entry_relies_only_on_its_own_steps,
 );
 
 fn b(text: &str) -> Bytes {
@@ -876,4 +877,45 @@ async fn a_resumed_watch_stands_at_its_checkpoint_until_the_replay(kv: Arc<dyn K
         let event = next_event(&mut from_ready).await;
         assert_eq!(event.key(), Some(format!("w/{i}").as_bytes()), "event {i}");
     }
+}
+
+/// A transaction over an entry that has expired but is still stored (not yet swept): a
+/// condition met by an earlier step of the same transaction holds, whatever the stored
+/// entry's expiry. Pinned to the stored entry being live, the write was refused at every
+/// attempt and the transaction reported `Contention`.
+async fn a_transaction_over_an_expired_entry_relies_only_on_its_own_steps(kv: Arc<dyn KvStore>) {
+    let soon = SystemTime::now() + Duration::from_millis(100);
+    kv.put(b"tx/k", b("old"), Some(soon)).await.unwrap();
+    until_gone(&kv, b"tx/k").await;
+    let revisions = kv
+        .transaction(vec![
+            TxnOp::put(b"tx/k", b("v")),
+            TxnOp::put(b"tx/k", b("w")).if_value(b("v")),
+            TxnOp::check(b"tx/k").if_exists(),
+        ])
+        .await
+        .expect("each condition is met by the transaction's own earlier step");
+    let entry = kv.get(b"tx/k").await.unwrap().unwrap();
+    assert_eq!(entry.value, b("w"));
+    assert_eq!(entry.expires, None);
+    assert_eq!(revisions, [None, Some(entry.revision), None]);
+    // A step that does see the stored entry still relies on it being live.
+    kv.put(
+        b"tx/e",
+        b("old"),
+        Some(SystemTime::now() + Duration::from_millis(100)),
+    )
+    .await
+    .unwrap();
+    until_gone(&kv, b"tx/e").await;
+    let refused = kv
+        .transaction(vec![
+            TxnOp::check(b"tx/e").if_exists(),
+            TxnOp::put(b"tx/e", b("x")),
+        ])
+        .await;
+    assert!(
+        matches!(refused, Err(KvError::TransactionConflict { index: 0, .. })),
+        "{refused:?}"
+    );
 }

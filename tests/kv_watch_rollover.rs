@@ -335,9 +335,11 @@ struct Model {
     epoch: u32,
     /// Per shard, how many of its first records the stream has trimmed (past 24 hours).
     trimmed: BTreeMap<&'static str, usize>,
-    /// A shard whose next fresh iterator at its end (LATEST) is refused as trimmed once,
-    /// as DynamoDB Local refuses one taken while the shard held nothing.
+    /// A shard whose fresh iterators at its end (LATEST) are refused as trimmed, as
+    /// DynamoDB Local refuses one taken while the shard held nothing.
     refuse_young: Option<&'static str>,
+    /// A shard whose reads (but for a fresh iterator's first) are refused for load.
+    hold_reads: Option<&'static str>,
     /// How long an iterator lives (AWS: 15 minutes), if not for ever.
     iterator_life: Option<Duration>,
     /// When the model started: iterators carry their age from it.
@@ -382,6 +384,7 @@ impl Model {
             epoch: 1,
             trimmed: BTreeMap::new(),
             refuse_young: None,
+            hold_reads: None,
             iterator_life: None,
             born: std::time::Instant::now(),
             throttle_describes: 0,
@@ -447,7 +450,11 @@ impl Model {
         let seq = self
             .shards
             .iter()
-            .flat_map(|s| s.records.iter().map(|(seq, _, _)| seq.parse::<u128>().unwrap()))
+            .flat_map(|s| {
+                s.records
+                    .iter()
+                    .map(|(seq, _, _)| seq.parse::<u128>().unwrap())
+            })
             .max()
             .unwrap_or(0)
             + 1;
@@ -618,8 +625,14 @@ impl Model {
             .map(|(_, wire, _)| wire.clone())
             .collect();
         let young = fresh && pos == len && self.refuse_young == Some(id);
+        if !fresh && self.hold_reads == Some(id) {
+            self.calls.push(Call::Refused {
+                shard: id,
+                code: "LimitExceededException".into(),
+            });
+            return error("LimitExceededException", "Rate exceeded for shard");
+        }
         if young || pos < self.trimmed.get(id).copied().unwrap_or(0) {
-            self.refuse_young = None;
             self.calls.push(Call::Refused {
                 shard: id,
                 code: "TrimmedDataAccessException".into(),
@@ -755,7 +768,12 @@ fn done_in(checkpoint: &Checkpoint) -> BTreeSet<String> {
 /// of a shard in it that it is not reading.
 fn finished_in(checkpoint: &Checkpoint) -> BTreeSet<String> {
     let json = json_of(checkpoint);
-    let reading: BTreeSet<String> = json["shards"].as_object().unwrap().keys().cloned().collect();
+    let reading: BTreeSet<String> = json["shards"]
+        .as_object()
+        .unwrap()
+        .keys()
+        .cloned()
+        .collect();
     let mut finished = done_in(checkpoint);
     for start in reading.iter().chain(done_in(checkpoint).iter()) {
         let mut at = parent_of(start);
@@ -1013,9 +1031,9 @@ async fn a_watch_from_a_checkpoint_reads_every_change_once_across_rollovers() {
             .position(|c| matches!(c, Call::Describe(ids) if ids.contains(&D)))
             .expect("the describe after B's end lists D");
     assert!(
-        calls[found..]
-            .iter()
-            .any(|c| matches!(c, Call::Iterator { shard: D, kind } if kind == "TRIM_HORIZON"))
+        calls[found..].iter().any(
+            |c| matches!(c, Call::Iterator { shard: D, kind } if kind == "AT_SEQUENCE_NUMBER")
+        )
     );
 }
 
@@ -1306,26 +1324,7 @@ async fn a_young_iterator_refused_as_trimmed_replays_nothing_old() {
     let mut watch = fake.kv().watch(PREFIX, None);
     ready_then(&mut watch, 0).await;
     // Until C has been read to its end from its oldest record, nothing may come.
-    let c_len = fake.model.lock().unwrap().shard(C).unwrap().records.len();
-    let read_out = || {
-        fake.calls()
-            .iter()
-            .any(|c| matches!(c, Call::Records { shard: C, from, .. } if *from >= c_len))
-    };
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while !read_out() {
-        assert!(
-            tokio::time::Instant::now() < deadline,
-            "C was never read to its end"
-        );
-        if let Ok(extra) = tokio::time::timeout(Duration::from_millis(50), watch.next()).await {
-            panic!("a record from before the watch began: {extra:?}");
-        }
-    }
-    // Whatever C's earlier pages made was sent before that last read.
-    if let Ok(extra) = tokio::time::timeout(Duration::from_millis(10), watch.next()).await {
-        panic!("a record from before the watch began: {extra:?}");
-    }
+    quiet_until_read_out(&mut watch, &fake, C).await;
     let calls = fake.calls();
     assert!(
         calls
@@ -1381,14 +1380,27 @@ async fn a_consumer_stalled_past_an_iterators_life_loses_nothing() {
     let kv = fake.kv().with_watch_keep_alive(Duration::from_millis(300));
     let mut watch = kv.watch(PREFIX, Some(from));
     ready_then(&mut watch, 0).await;
-    // The consumer stalls for twice an iterator's life; meanwhile D gets a record.
-    let stall = tokio::time::Instant::now() + 2 * life;
-    tokio::time::sleep(life / 2).await;
+    // The consumer stalls. Once the reader has fetched the page holding C's record past
+    // what the watch buffers (256 events, from C's sixth record on), it is blocked on
+    // sending it; then D gets a record, and the stall lasts twice an iterator's life.
+    let deadline = tokio::time::Instant::now() + WAIT;
+    let blocked = || {
+        fake.calls().iter().any(
+            |c| matches!(c, Call::Records { shard: C, from, got, .. } if *from + *got > 5 + 256),
+        )
+    };
+    while !blocked() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "C was never read that far"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
     fake.model
         .lock()
         .unwrap()
         .append(D, write("INSERT", "app/late", "during the stall", None));
-    tokio::time::sleep_until(stall).await;
+    tokio::time::sleep(2 * life).await;
     let mut got = Vec::new();
     while got.len() < bulk + 1 {
         let item = tokio::time::timeout(WAIT, watch.next())
@@ -1401,7 +1413,9 @@ async fn a_consumer_stalled_past_an_iterators_life_loses_nothing() {
     assert_quiet(&mut watch).await;
     let calls = fake.calls();
     assert!(
-        calls.iter().any(|c| matches!(c, Call::Records { shard: D, .. })),
+        calls
+            .iter()
+            .any(|c| matches!(c, Call::Records { shard: D, .. })),
         "D was never read during the stall:\n{calls:#?}"
     );
 }
@@ -1423,7 +1437,15 @@ async fn a_throttled_stream_description_slows_the_watch_down_and_no_more() {
     let refused = fake
         .calls()
         .iter()
-        .filter(|c| matches!(c, Call::Refused { shard: "stream", .. }))
+        .filter(|c| {
+            matches!(
+                c,
+                Call::Refused {
+                    shard: "stream",
+                    ..
+                }
+            )
+        })
         .count();
     assert_eq!(refused, 12);
 }
@@ -1458,4 +1480,81 @@ async fn a_fresh_watch_reads_a_child_listed_beside_its_open_parent_after_it() {
         .collect();
     assert_eq!(values, ["a1", "a2", "a3", "c1"]);
     assert_quiet(&mut watch).await;
+}
+
+/// Waits (within [`WAIT`]) until `shard` has been read to its current end, failing on any
+/// event meanwhile.
+async fn quiet_until_read_out(watch: &mut Watch, fake: &Fake, shard: &'static str) {
+    let len = fake
+        .model
+        .lock()
+        .unwrap()
+        .shard(shard)
+        .unwrap()
+        .records
+        .len();
+    let read_out = || {
+        fake.calls().iter().any(
+            |c| matches!(c, Call::Records { shard: s, from, .. } if *s == shard && *from >= len),
+        )
+    };
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !read_out() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{} was never read to its end",
+            name_of(shard)
+        );
+        if let Ok(extra) = tokio::time::timeout(Duration::from_millis(50), watch.next()).await {
+            panic!("a record from before the watch began: {extra:?}");
+        }
+    }
+    // Whatever the shard's earlier pages made was sent before that last read.
+    if let Ok(extra) = tokio::time::timeout(Duration::from_millis(10), watch.next()).await {
+        panic!("a record from before the watch began: {extra:?}");
+    }
+}
+
+/// A checkpoint taken while a shard is read again from its oldest record (its young
+/// iterator refused as trimmed), before its old records have been passed over, holds the
+/// refused iterator and the time the watch began: resumed, it passes over the same old
+/// records. Holding the iterator at the oldest record instead, the resume handed a day of
+/// old records out.
+#[tokio::test]
+async fn a_checkpoint_taken_while_passing_over_old_records_passes_over_them_again() {
+    let fake = Fake::start(true).await;
+    {
+        let mut model = fake.model.lock().unwrap();
+        model.refuse_young = Some(C);
+        // C is read from its oldest record, then held there by throttling.
+        model.hold_reads = Some(C);
+    }
+    let mut watch = fake.kv().watch(PREFIX, None);
+    ready_then(&mut watch, 0).await;
+    let held = || {
+        fake.calls().iter().any(
+            |c| matches!(c, Call::Refused { shard: C, code } if code == "LimitExceededException"),
+        )
+    };
+    let deadline = tokio::time::Instant::now() + WAIT;
+    while !held() {
+        assert!(tokio::time::Instant::now() < deadline, "C was never held");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    fake.model
+        .lock()
+        .unwrap()
+        .append(D, write("INSERT", "app/new", "n", None));
+    let event = next(&mut watch).await;
+    assert_eq!(event.key(), Some(b"app/new".as_slice()));
+    drop(watch);
+    assert!(
+        json_of(&event.checkpoint)["since"].is_u64(),
+        "{}",
+        event.checkpoint.as_str()
+    );
+    fake.model.lock().unwrap().hold_reads = None;
+    let mut resumed = fake.watch(event.checkpoint);
+    ready_then(&mut resumed, 0).await;
+    quiet_until_read_out(&mut resumed, &fake, C).await;
 }

@@ -147,11 +147,20 @@ pub(crate) fn check(ops: &[TxnOp], namespace_len: usize) -> Result<(), KvError> 
     Ok(())
 }
 
-/// Whether any step on `key` relies on its entry being live (a condition other than
-/// `Always` or `Absent`).
+/// Whether a step on `key` relies on its stored entry being live: a condition other than
+/// `Always` or `Absent` on a step that sees the stored entry.
 pub(crate) fn relies_on_live(ops: &[TxnOp], key: &[u8]) -> bool {
-    ops.iter()
-        .any(|op| op.key == key && !matches!(op.condition, Condition::Always | Condition::Absent))
+    // Only steps before the transaction's own first put or delete of `key` see the stored
+    // entry: a later condition is met, or not, by the transaction itself.
+    for op in ops.iter().filter(|op| op.key == key) {
+        if !matches!(op.condition, Condition::Always | Condition::Absent) {
+            return true;
+        }
+        if !matches!(op.action, TxnAction::Check) {
+            return false;
+        }
+    }
+    false
 }
 
 #[cfg(test)]

@@ -35,10 +35,14 @@ const IDLE_POLL: Duration = Duration::from_millis(500);
 const THROTTLED_POLL: Duration = Duration::from_secs(2);
 /// How often the shard list is read again, to find children of closed shards.
 const SHARD_REFRESH: Duration = Duration::from_secs(10);
-/// How far back a shard read again from its oldest record (after a young iterator was
-/// refused as trimmed) hands records out: an iterator lives 15 minutes, so a record
-/// older than that, and a minute of DynamoDB Local's rounding, was before the iterator.
-const YOUNG_ITERATOR_REACH: Duration = Duration::from_secs(16 * 60);
+/// How far apart the reader's clock and the stream's creation times can be: AWS refuses a
+/// request signed more than five minutes off its clock, and DynamoDB Local rounds creation
+/// times down to the minute.
+const CLOCK_MARGIN: Duration = Duration::from_secs(6 * 60);
+/// How old an iterator can be: AWS expires them after 15 minutes.
+const ITERATOR_LIFE: Duration = Duration::from_secs(15 * 60);
+/// A shard younger than this has lost no record to the stream's 24 hours of keeping.
+const UNTRIMMED_AGE: Duration = Duration::from_secs(23 * 3600);
 /// Events buffered for a slow consumer before the reader waits.
 const BUFFER: usize = 256;
 /// How often shards held only by an iterator (nothing handed out from them yet) are read a
@@ -53,6 +57,10 @@ struct Position {
     stream: String,
     /// Per shard being read: where to go on.
     shards: BTreeMap<String, Resume>,
+    /// When the watch began (seconds since the epoch, by the reader's clock): the place of
+    /// every shard held by an iterator was taken then.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    since: Option<u64>,
     /// Shards read to their end, but for those whose descendants are in the checkpoint
     /// (being read, or read to their end): the stream's lineage says those are done, and
     /// leaving them out keeps a checkpoint to the frontier of the stream, not its day of
@@ -180,6 +188,7 @@ impl Reader {
         match from {
             None => {
                 self.position.stream = stream.clone();
+                self.position.since = Some(seconds_now() as u64);
                 for shard in self.describe(&stream).await? {
                     if shard.is_closed() {
                         self.position.done.insert(shard.shard_id);
@@ -330,6 +339,7 @@ impl Reader {
             .collect();
         let stream = self.position.stream.clone();
         for (shard, iterator) in held {
+            let passing = self.passed_before.get(&shard).copied();
             let page = match self.client.get_records(&iterator, Some(1)).await {
                 Ok(page) => page,
                 // Left to the next poll, which deals with every failure.
@@ -340,7 +350,17 @@ impl Reader {
             };
             match (page.records.first(), page.next_shard_iterator) {
                 (Some(record), _) => {
-                    let from = Resume::From(record.sequence_number.clone());
+                    let seq = record.sequence_number.clone();
+                    let old = passing.is_some_and(|before| {
+                        record.approximate_creation_time.is_some_and(|t| t < before)
+                    });
+                    // A record from before the watch is passed over; a later one is where
+                    // the shard goes on.
+                    let from = if old {
+                        Resume::After(seq)
+                    } else {
+                        Resume::From(seq)
+                    };
                     if let Err(e) = self.reopen(&stream, &shard, from.clone()).await {
                         // The next poll reopens it from there.
                         tracing::debug!(shard, error = %e, "reopening a kept shard failed");
@@ -348,9 +368,13 @@ impl Reader {
                     }
                 }
                 (None, Some(next)) => {
-                    self.position
-                        .shards
-                        .insert(shard.clone(), Resume::Iterator(next.clone()));
+                    // A shard read again from its oldest record keeps its refused iterator
+                    // as its place: resumed, it is refused again and read so again.
+                    if passing.is_none() {
+                        self.position
+                            .shards
+                            .insert(shard.clone(), Resume::Iterator(next.clone()));
+                    }
                     self.iterators.insert(shard, next);
                 }
                 // Closed with nothing after the iterator: the next poll finds it so.
@@ -383,7 +407,7 @@ impl Reader {
     async fn reopen(&mut self, stream: &str, shard: &str, resume: Resume) -> Result<(), KvError> {
         let position = match &resume {
             Resume::After(seq) => ShardPosition::AfterSequence(seq.clone()),
-            Resume::From(seq) => ShardPosition::AtSequence(seq.clone()),
+            Resume::From(seq) => return self.open_at_first(stream, shard, seq).await,
             Resume::TrimHorizon => {
                 // An earlier version's checkpoint: the shard's first record as listed.
                 let listed = self.describe(stream).await?;
@@ -399,6 +423,43 @@ impl Reader {
             Resume::Iterator(_) => return Err(lost_iterator()),
         };
         self.open(stream, shard, position, Some(resume)).await
+    }
+
+    /// Starts reading `shard` at `first`, its first record (nothing handed out from it
+    /// yet), to be resumed there. The stream lists a shard's first sequence number before
+    /// any record has it; if it refuses that number, a shard younger than the stream's 24
+    /// hours has lost nothing and is read from its oldest record, and an older one fails
+    /// the watch rather than risk passing over trimmed records.
+    async fn open_at_first(
+        &mut self,
+        stream: &str,
+        shard: &str,
+        first: &str,
+    ) -> Result<(), KvError> {
+        let at = ShardPosition::AtSequence(first.to_owned());
+        let resume = Some(Resume::From(first.to_owned()));
+        match self.client.get_shard_iterator(stream, shard, at).await {
+            Ok(iterator) => {
+                self.position
+                    .shards
+                    .insert(shard.to_owned(), Resume::From(first.to_owned()));
+                self.iterators.insert(shard.to_owned(), iterator);
+                Ok(())
+            }
+            Err(e) if e.code() == Some("ValidationException") => {
+                if shard_age(shard, seconds_now()).is_some_and(|age| age < UNTRIMMED_AGE) {
+                    self.open(stream, shard, ShardPosition::TrimHorizon, resume)
+                        .await
+                } else {
+                    Err(KvError::WatchLost {
+                        problem: format!(
+                            "the stream refuses shard {shard}'s first sequence number ({e}), and the shard may be old enough to have lost records to the stream's 24 hours: start a new watch and re-read"
+                        ),
+                    })
+                }
+            }
+            Err(e) => Err(lost_shard(e, shard)),
+        }
     }
 
     /// Starts the shards that appeared since: each from its beginning, once its parent has
@@ -428,14 +489,9 @@ impl Reader {
         }
         for (id, first) in start {
             self.waiting.remove(&id);
-            // Read from its first record, and resumed from exactly there.
-            self.open(
-                stream,
-                &id,
-                ShardPosition::TrimHorizon,
-                Some(Resume::From(first)),
-            )
-            .await?;
+            // Read from its first record, and resumed from exactly there: a child adopted
+            // a day after its parent closed finds its trimmed head so, not in silence.
+            self.open_at_first(stream, &id, &first).await?;
         }
         // Forget finished shards the stream no longer has (nothing can refer to them), and
         // those the lineage of the shards in the position says are done.
@@ -473,6 +529,11 @@ impl Reader {
                 let resume = self.position.shards.get(shard).cloned();
                 let stream = self.position.stream.clone();
                 match resume {
+                    // Still passing over what came before the watch: from the oldest
+                    // record again, with the same bound.
+                    Some(Resume::Iterator(_)) if self.passed_before.contains_key(shard) => {
+                        self.read_from_oldest(shard).await?;
+                    }
                     Some(resume) => self.reopen(&stream, shard, resume).await?,
                     None => return Err(lost_shard(e, shard)),
                 }
@@ -481,21 +542,12 @@ impl Reader {
             // An iterator younger than its 15 minutes refused as trimmed points before the
             // shard's first record: it was taken when the shard held none (DynamoDB Local
             // does this when other tables' writes move its shared counter on). Everything
-            // in the shard came after it, so the shard is read from its oldest record; on
-            // AWS, where the shard may hold a day of records, those created before the
-            // iterator could have been taken are passed over, not handed out again.
+            // in the shard came after it, so the shard is read from its oldest record.
             Err(e)
                 if e.is_trimmed()
                     && matches!(self.position.shards.get(shard), Some(Resume::Iterator(_))) =>
             {
-                let stream = self.position.stream.clone();
-                self.open(&stream, shard, ShardPosition::TrimHorizon, None)
-                    .await?;
-                let reach = YOUNG_ITERATOR_REACH.as_secs_f64();
-                let now = std::time::SystemTime::now()
-                    .duration_since(std::time::UNIX_EPOCH)
-                    .map_or(0.0, |d| d.as_secs_f64());
-                self.passed_before.insert(shard.to_owned(), now - reach);
+                self.read_from_oldest(shard).await?;
                 return Ok(Polled::Records(0));
             }
             // Too many readers on the shard for now: slow down rather than give up.
@@ -534,7 +586,9 @@ impl Reader {
         }
         match page.next_shard_iterator {
             Some(next) => {
-                if let Some(Resume::Iterator(at)) = self.position.shards.get_mut(shard) {
+                if let Some(Resume::Iterator(at)) = self.position.shards.get_mut(shard)
+                    && !self.passed_before.contains_key(shard)
+                {
                     // Nothing handed out from this shard yet: keep the newest place.
                     *at = next.clone();
                 }
@@ -549,6 +603,29 @@ impl Reader {
                 Ok(Polled::Closed)
             }
         }
+    }
+
+    /// Reads a shard held by an iterator from its oldest record, passing over the records
+    /// created before the watch began (on AWS a shard can hold a day of them), less the
+    /// clocks' margin: the watch may hand out a few minutes of records from before it
+    /// began, never skip one from after. The shard's place stays the refused iterator, so
+    /// that a resume does the same.
+    async fn read_from_oldest(&mut self, shard: &str) -> Result<(), KvError> {
+        let stream = self.position.stream.clone();
+        let iterator = self
+            .client
+            .get_shard_iterator(&stream, shard, ShardPosition::TrimHorizon)
+            .await
+            .map_err(|e| lost_shard(e, shard))?;
+        self.iterators.insert(shard.to_owned(), iterator);
+        let began = match self.position.since {
+            Some(since) => since as f64,
+            // A checkpoint of an earlier version: the iterator is at most 15 minutes old.
+            None => seconds_now() - ITERATOR_LIFE.as_secs_f64(),
+        };
+        self.passed_before
+            .insert(shard.to_owned(), began - CLOCK_MARGIN.as_secs_f64());
+        Ok(())
     }
 
     /// What a record means to this watch, if anything.
@@ -629,6 +706,26 @@ fn is_throttled(e: &DynamoError) -> bool {
     )
 }
 
+/// The reader's clock, in seconds since the epoch.
+fn seconds_now() -> f64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0.0, |d| d.as_secs_f64())
+}
+
+/// How old a shard is at `now` (seconds since the epoch), from its id: DynamoDB Streams
+/// names shards `shardId-<creation time in milliseconds>-<suffix>`. `None` if the id says
+/// nothing of the kind.
+fn shard_age(shard: &str, now: f64) -> Option<Duration> {
+    let millis: u64 = shard
+        .strip_prefix("shardId-")?
+        .split('-')
+        .next()?
+        .parse()
+        .ok()?;
+    Duration::try_from_secs_f64(now - millis as f64 / 1000.0).ok()
+}
+
 /// A checkpoint's shard that the stream no longer has (it drops a shard 24 hours after
 /// the shard closed).
 fn gone(shard: &str) -> KvError {
@@ -664,5 +761,34 @@ fn lost(e: DynamoError) -> KvError {
         }
     } else {
         e.into()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_shards_age_comes_from_its_id() {
+        let shard = "shardId-00000001767225600000-0000000a";
+        let day_later = 1_767_225_600.0 + 86_400.0;
+        assert_eq!(
+            shard_age(shard, day_later),
+            Some(Duration::from_secs(86_400))
+        );
+        assert_eq!(shard_age("shardId-x-1", day_later), None);
+        assert_eq!(shard_age("other", day_later), None);
+        // A shard from the future (clocks apart) has no age, rather than a panic.
+        assert_eq!(shard_age(shard, 0.0), None);
+    }
+
+    #[test]
+    fn checkpoints_of_earlier_versions_still_parse() {
+        let old = Checkpoint::from_text(
+            r#"dynamodb:{"stream":"s","shards":{"a":"trim_horizon","b":{"after":"5"}},"done":["c"]}"#,
+        );
+        let position = Position::parse(&old).unwrap();
+        assert!(matches!(position.shards["a"], Resume::TrimHorizon));
+        assert_eq!(position.since, None);
     }
 }

@@ -98,18 +98,23 @@ pub(super) fn names_the_clock(item: &TransactWriteItem) -> bool {
 
 /// `items` with the current time they name (`:now`) set to `now`.
 ///
-/// Safe for any later `now`: an entry that was expired stays expired, so a later time only
-/// refuses more (a live entry the write relies on that has expired since), never less.
+/// Safe for any later `now` where `:now` stands only in the condition that an entry is
+/// live ([`LIVE`]): an entry that was expired stays expired, so a later time only refuses
+/// more (a live entry the write relies on that has expired since), never less. An item
+/// naming the time in any other way keeps the time it was built with.
 fn at_time(items: &[TransactWriteItem], now: u64) -> Vec<TransactWriteItem> {
     let mut items = items.to_vec();
     for item in &mut items {
-        let values = match item {
-            TransactWriteItem::Put(p) => &mut p.expressions,
-            TransactWriteItem::Update(u) => &mut u.expressions,
-            TransactWriteItem::Delete(d) => &mut d.expressions,
-            TransactWriteItem::ConditionCheck(c) => &mut c.expressions,
+        let (condition, values) = match item {
+            TransactWriteItem::Put(p) => (p.condition_expression.as_deref(), &mut p.expressions),
+            TransactWriteItem::Update(u) => (u.condition_expression.as_deref(), &mut u.expressions),
+            TransactWriteItem::Delete(d) => (d.condition_expression.as_deref(), &mut d.expressions),
+            TransactWriteItem::ConditionCheck(c) => {
+                (Some(c.condition_expression.as_str()), &mut c.expressions)
+            }
         };
-        if let Some(at) = values.expression_attribute_values.get_mut(":now") {
+        let only_liveness = condition.is_some_and(|c| c.replace(LIVE, "").find(":now").is_none());
+        if only_liveness && let Some(at) = values.expression_attribute_values.get_mut(":now") {
             *at = now.into();
         }
     }
@@ -540,5 +545,35 @@ impl DynamoKv {
             }
         }
         Ok(removed)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dynamo::{ConditionCheck, UpdateItem};
+
+    fn key() -> Item {
+        Item::from([("pk".to_owned(), AttributeValue::from("k"))])
+    }
+
+    #[test]
+    fn only_the_liveness_condition_takes_a_later_time() {
+        let live = ConditionCheck::new("t", key(), format!("#rev = :rev AND {LIVE}"))
+            .value(":now", 1u64)
+            .value(":rev", "r");
+        let expired = UpdateItem::new("t", key(), "SET #sw = :true")
+            .condition("#exp <= :now")
+            .value(":now", 1u64);
+        let items = [
+            TransactWriteItem::ConditionCheck(live),
+            TransactWriteItem::Update(expired),
+        ];
+        let later = at_time(&items, 7);
+        let now_of =
+            |item: &TransactWriteItem| values_of(item).expression_attribute_values[":now"].clone();
+        assert_eq!(now_of(&later[0]), AttributeValue::from(7u64));
+        // `#exp <= :now` would admit more at a later time: left as built.
+        assert_eq!(now_of(&later[1]), AttributeValue::from(1u64));
     }
 }
