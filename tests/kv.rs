@@ -69,6 +69,7 @@ on_both_stores!(
     delete_range_across_many_deep_branches,
     a_resumed_watch_stands_at_its_checkpoint_until_the_replay,
     a_transaction_over_an_expired_entry_relies_only_on_its_own_steps,
+    read_bounds_longer_than_any_key_are_answered_not_refused,
 );
 
 fn b(text: &str) -> Bytes {
@@ -918,4 +919,55 @@ async fn a_transaction_over_an_expired_entry_relies_only_on_its_own_steps(kv: Ar
         matches!(refused, Err(KvError::TransactionConflict { index: 0, .. })),
         "{refused:?}"
     );
+}
+
+/// Read bounds longer than any key DynamoDB can hold (a segment over a sort key, a folder
+/// over a partition key) are answered, by both stores alike, as the bounds say: DynamoDB
+/// would refuse them in a key condition with a ValidationException.
+async fn read_bounds_longer_than_any_key_are_answered_not_refused(kv: Arc<dyn KvStore>) {
+    for key in ["rb/a", "rb/n", "rb/z", "rb/m/deep"] {
+        kv.put(key.as_bytes(), b("v"), None).await.unwrap();
+    }
+    let long = |c: char, n: usize| c.to_string().repeat(n);
+    // A lower bound with a 2,000-byte segment; an upper one with 1,500.
+    let start = format!("rb/{}", long('m', 2000));
+    let end = format!("rb/{}", long('z', 1500));
+    let found: Vec<Vec<u8>> = kv
+        .range(start.as_bytes(), end.as_bytes(), None)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| e.key)
+        .collect();
+    assert_eq!(found, [b"rb/n".to_vec(), b"rb/z".to_vec()]);
+    // A folder longer than a partition key leaves: nothing there.
+    let folder = format!("{}/", long('x', 3000));
+    let (a, z) = (format!("{folder}a"), format!("{folder}z"));
+    assert!(
+        kv.range(a.as_bytes(), z.as_bytes(), None)
+            .await
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(
+        kv.delete_range(a.as_bytes(), z.as_bytes()).await.unwrap(),
+        0
+    );
+    assert_eq!(
+        kv.sweep_expired(a.as_bytes(), z.as_bytes()).await.unwrap(),
+        0
+    );
+    assert!(kv.list(folder.as_bytes()).await.unwrap().is_empty());
+    // A listing prefix longer than any name.
+    let prefix = format!("rb/{}", long('q', 1500));
+    assert!(kv.list(prefix.as_bytes()).await.unwrap().is_empty());
+    // Deleting by long bounds deletes what they hold, and only that.
+    let start = format!("rb/{}", long('b', 1200));
+    assert_eq!(
+        kv.delete_range(start.as_bytes(), end.as_bytes())
+            .await
+            .unwrap(),
+        3
+    );
+    assert_eq!(names(&kv, "rb/").await, ["a"]);
 }

@@ -335,7 +335,12 @@ impl KvStore for DynamoKv {
     #[tracing::instrument(level = "debug", skip_all, fields(prefix = %key::display(prefix)))]
     async fn list(&self, prefix: &[u8]) -> Result<Vec<Vec<u8>>, KvError> {
         let (folder, partial) = key::split(prefix);
-        if folder.len() > key::max_folder_len(self.layout.namespace.len()) {
+        // No stored name is longer than a segment, nor any folder longer than a partition
+        // key leaves: nothing to list (and nothing to send DynamoDB, which would refuse
+        // such a key condition).
+        if folder.len() > key::max_folder_len(self.layout.namespace.len())
+            || partial.len() > key::MAX_SEGMENT_LEN
+        {
             return Ok(Vec::new());
         }
         let mut query = Query::new(&self.layout.table, "#pk = :pk")

@@ -49,6 +49,10 @@ impl DynamoKv {
         end: &[u8],
         page: u32,
     ) -> Option<Query> {
+        // No key sits in a folder longer than a partition key leaves.
+        if folder.len() > key::max_folder_len(self.layout.namespace.len()) {
+            return None;
+        }
         // A name bound: the segment up to its `/` stands for the whole folder.
         let lower = if let Some(rest) = start.strip_prefix(folder) {
             match rest.iter().position(|b| *b == b'/') {
@@ -74,6 +78,11 @@ impl DynamoKv {
         } else {
             None
         };
+        // Bounds cut to the longest sort key DynamoDB takes select the same stored names
+        // (none is longer): a lower bound so cut lets in names just below the bound,
+        // which the walk's own range check leaves out; an upper bound so cut is exact.
+        let cut = |b: Vec<u8>| b[..b.len().min(key::SORT_KEY_MAX)].to_vec();
+        let (lower, upper) = (lower.map(cut), upper.map(cut));
         let condition = match (&lower, &upper) {
             (Some(lo), Some(hi)) if lo > hi => return None,
             (Some(_), Some(_)) => "#pk = :pk AND #sk BETWEEN :lo AND :hi",
