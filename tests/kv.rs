@@ -70,6 +70,7 @@ on_both_stores!(
     a_resumed_watch_stands_at_its_checkpoint_until_the_replay,
     a_transaction_over_an_expired_entry_relies_only_on_its_own_steps,
     read_bounds_longer_than_any_key_are_answered_not_refused,
+    transactions_count_their_folder_counters_alike_in_both_stores,
 );
 
 fn b(text: &str) -> Bytes {
@@ -970,4 +971,30 @@ async fn read_bounds_longer_than_any_key_are_answered_not_refused(kv: Arc<dyn Kv
         3
     );
     assert_eq!(names(&kv, "rb/").await, ["a"]);
+}
+
+/// A transaction's items, folder counters included, are counted before anything is read,
+/// by both stores alike: 99 new keys in one folder (and its counter) fit DynamoDB's 100
+/// items; 100 do not, and are refused by `MemoryKv` too, which once took them while
+/// `DynamoKv` refused them after reading.
+async fn transactions_count_their_folder_counters_alike_in_both_stores(kv: Arc<dyn KvStore>) {
+    let puts = |n: usize| -> Vec<TxnOp> {
+        (0..n)
+            .map(|i| TxnOp::put(format!("tc/{i}").as_bytes(), b("x")))
+            .collect()
+    };
+    assert_eq!(dynacommit::kv::transaction_items(&puts(99)), 100);
+    kv.transaction(puts(99)).await.unwrap();
+    assert_eq!(dynacommit::kv::transaction_items(&puts(100)), 101);
+    match kv.transaction(puts(100)).await {
+        Err(e @ KvError::InvalidTransaction { .. }) => {
+            assert!(e.to_string().contains("101 items"), "{e}")
+        }
+        other => panic!("100 new keys and their folder's counter: {other:?}"),
+    }
+    // Checks change no counter.
+    let mut ops = puts(50);
+    ops.extend((0..49).map(|i| TxnOp::check(format!("tc/c/{i}").as_bytes())));
+    assert_eq!(dynacommit::kv::transaction_items(&ops), 100);
+    kv.transaction(ops).await.unwrap();
 }

@@ -37,7 +37,7 @@ mod layout;
 mod memory;
 mod txn;
 
-pub use txn::TRANSACTION_BYTES_MAX;
+pub use txn::{TRANSACTION_BYTES_MAX, transaction_items};
 mod types;
 mod watch;
 
@@ -53,8 +53,9 @@ pub use layout::FOLDER_SHARDS;
 pub use memory::MemoryKv;
 pub use types::{Checkpoint, Condition, Entry, EventKind, Revision, TxnAction, TxnOp, WatchEvent};
 
-/// The most operations one [`KvStore::transaction`] takes, folder counters included for
-/// [`DynamoKv`] (DynamoDB's limit on a transaction).
+/// The most operations one [`KvStore::transaction`] takes, and the most items it may make
+/// with the folder counters it may change ([`transaction_items`]): DynamoDB's limit on a
+/// transaction, kept by both stores alike.
 pub const TRANSACTION_MAX: usize = 100;
 
 /// The largest value [`DynamoKv`] stores: DynamoDB's 400 KB item limit, less room for
@@ -115,7 +116,8 @@ pub trait KvStore: std::fmt::Debug + Send + Sync + 'static {
     /// Applies all of `ops` or none, each only if its condition holds; one new revision
     /// per put, in order (`None` for deletes, checks, and puts that a later step of the
     /// same transaction overwrote or deleted: no read ever sees those). At most [`TRANSACTION_MAX`]
-    /// operations; a key may appear more than once, each step seeing the ones before it
+    /// operations, and at most that many items with folder counters ([`transaction_items`]);
+    /// a key may appear more than once, each step seeing the ones before it
     /// (as in Vault's transactions). A failed condition is [`KvError::TransactionConflict`]
     /// naming the operation.
     async fn transaction(&self, ops: Vec<TxnOp>) -> Result<Vec<Option<Revision>>, KvError>;

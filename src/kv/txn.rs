@@ -112,6 +112,42 @@ pub(crate) fn conflict(index: usize, op: &TxnOp) -> KvError {
 /// less room for the other attributes of up to 100 items.
 pub const TRANSACTION_BYTES_MAX: usize = 4_000_000 - 100 * 1024;
 
+/// How many DynamoDB items `ops` may take as one transaction, at most: one per distinct
+/// key (its write, delete or check), and one folder counter per distinct folder that holds
+/// a key it puts or deletes (a key created or deleted changes a counter of each folder it
+/// sits in). Both stores refuse a transaction over [`TRANSACTION_MAX`] by this count, before
+/// reading anything, so a caller can tell beforehand and code tried on [`MemoryKv`]
+/// behaves the same on [`DynamoKv`].
+///
+/// [`MemoryKv`]: super::MemoryKv
+/// [`DynamoKv`]: super::DynamoKv
+///
+/// ```
+/// use bytes::Bytes;
+/// use dynacommit::kv::{TxnOp, transaction_items};
+///
+/// // Two keys in folder `a/` and one in `a/b/`: three items, and counters of `a/` and `a/b/`.
+/// let ops = vec![
+///     TxnOp::put(b"a/x", Bytes::from("1")),
+///     TxnOp::delete(b"a/y"),
+///     TxnOp::check(b"a/b/z").if_exists(),
+/// ];
+/// assert_eq!(transaction_items(&ops), 3 + 1);
+/// ```
+pub fn transaction_items(ops: &[TxnOp]) -> usize {
+    let keys: std::collections::BTreeSet<&[u8]> = ops.iter().map(|op| op.key.as_slice()).collect();
+    let folders: std::collections::BTreeSet<Vec<u8>> = ops
+        .iter()
+        .filter(|op| !matches!(op.action, TxnAction::Check))
+        .flat_map(|op| {
+            key::folders(&op.key)
+                .into_iter()
+                .map(|(parent, name)| [parent, name].concat())
+        })
+        .collect();
+    keys.len() + folders.len()
+}
+
 /// What every store checks of a transaction before touching anything.
 pub(crate) fn check(ops: &[TxnOp], namespace_len: usize) -> Result<(), KvError> {
     if ops.is_empty() {
@@ -124,6 +160,14 @@ pub(crate) fn check(ops: &[TxnOp], namespace_len: usize) -> Result<(), KvError> 
             problem: format!(
                 "it has {} operations, over the {TRANSACTION_MAX} one transaction takes: split it",
                 ops.len()
+            ),
+        });
+    }
+    let items = transaction_items(ops);
+    if items > TRANSACTION_MAX {
+        return Err(KvError::InvalidTransaction {
+            problem: format!(
+                "its keys and the folder counters they may change make {items} items, over the {TRANSACTION_MAX} of one transaction (`kv::transaction_items` counts them): split it"
             ),
         });
     }

@@ -13,8 +13,8 @@ use futures::stream::BoxStream;
 
 use self::writes::{Transacted, backoff, pin, pin_condition};
 use super::{
-    Checkpoint, Condition, Entry, KvError, KvStore, Revision, TRANSACTION_MAX, TxnOp, WatchEvent,
-    check_write, key, txn, unix_ms,
+    Checkpoint, Condition, Entry, KvError, KvStore, Revision, TxnOp, WatchEvent, check_write, key,
+    txn, unix_ms,
 };
 use crate::dynamo::{
     AttributeValue, ConditionCheck, DeleteItem, DynamoClient, DynamoError, EnsureReport, PutItem,
@@ -527,17 +527,8 @@ impl KvStore for DynamoKv {
                 };
                 items.push(item);
             }
+            // Within DynamoDB's 100 items: `txn::check` counted every counter it may change.
             let counters = self.layout.counter_updates(counts);
-            if items.len() + counters.len() > TRANSACTION_MAX {
-                return Err(KvError::InvalidTransaction {
-                    problem: format!(
-                        "its {} keys and the {} folder counters they change make {} items, over the {TRANSACTION_MAX} of one DynamoDB transaction: split it",
-                        items.len(),
-                        counters.len(),
-                        items.len() + counters.len()
-                    ),
-                });
-            }
             items.extend(counters);
             let sent = self.transact(&items).await;
             match sent.map_err(|e| e.attempted_transaction(&plan.revisions))? {
