@@ -1,6 +1,7 @@
 //! The key-value store's operations on DynamoDB Local: latency and DynamoDB requests per
 //! operation, for get, put, create, compare-and-swap, delete, a listing of 100, a range of
-//! 1,000 and a 25-operation transaction. Each operation runs in ROUNDS rounds; each round
+//! 1,000 and a 25-operation transaction, and the writes over a key that once had an
+//! expiry (counted as expiring for good, `cx`) and a key's first expiry. Each operation runs in ROUNDS rounds; each round
 //! reports its median, and the table gives the median of those medians with their spread
 //! (one run on this machine swings about 20%). Needs DynamoDB Local
 //! (`scripts/services.sh start dynamodb`); `scripts/bench.sh` does it all.
@@ -157,6 +158,76 @@ async fn main() {
                     .unwrap();
             }
         })
+        .await,
+    );
+    // A key that once had an expiry stays counted as expiring: a plain put over it, and a
+    // compare-and-swap on it, must still cost one request.
+    let far = std::time::SystemTime::now() + Duration::from_secs(3600);
+    kv.put(b"bench/once-expiring", value.clone(), Some(far))
+        .await
+        .unwrap();
+    kv.put(b"bench/once-expiring", Bytes::from("c0"), None)
+        .await
+        .unwrap();
+    results.push(
+        measure(
+            "put (overwrite, once expiring)",
+            &client,
+            rounds,
+            per_round,
+            |_| async {
+                kv.put(b"bench/once-expiring", value.clone(), None)
+                    .await
+                    .unwrap();
+            },
+        )
+        .await,
+    );
+    results.push(
+        measure(
+            "compare_and_swap (once expiring)",
+            &client,
+            rounds,
+            per_round,
+            |i| {
+                let kv = kv.clone();
+                async move {
+                    if i == usize::MAX {
+                        kv.put(b"bench/once-expiring", Bytes::from("c0"), None)
+                            .await
+                            .unwrap();
+                        return;
+                    }
+                    let (old, new) = (format!("c{i}"), format!("c{}", i + 1));
+                    kv.compare_and_swap(
+                        b"bench/once-expiring",
+                        old.as_bytes(),
+                        Bytes::from(new),
+                        None,
+                    )
+                    .await
+                    .unwrap();
+                }
+            },
+        )
+        .await,
+    );
+    results.push(
+        measure(
+            "put, then put with a first expiry (new key)",
+            &client,
+            rounds,
+            per_round,
+            |i| {
+                let key = format!("bench/first-expiry-{run}/{i}");
+                let kv = kv.clone();
+                let value = value.clone();
+                async move {
+                    kv.put(key.as_bytes(), value.clone(), None).await.unwrap();
+                    kv.put(key.as_bytes(), value, Some(far)).await.unwrap();
+                }
+            },
+        )
         .await,
     );
     results.push(

@@ -46,14 +46,14 @@ fn direct_namespace(kv: &DynamoKv) -> String {
     debug[start..].split('"').next().unwrap().to_owned()
 }
 
-/// A server that answers the first PutItem with `first`, forwards everything else, and
-/// keeps the body of every PutItem.
+/// A server that answers the first single-item write (PutItem or UpdateItem) with
+/// `first`, forwards everything else, and keeps the body of every such write.
 async fn server(first: fn(String) -> Reply) -> (FakeServer, Arc<Mutex<Vec<serde_json::Value>>>) {
     let real = format!("{}/", common::dynamodb_url());
     let puts = Arc::new(Mutex::new(Vec::new()));
     let seen = puts.clone();
     let server = FakeServer::start_with_body(move |_, target, body| {
-        if target.ends_with(".PutItem") {
+        if target.ends_with(".PutItem") || target.ends_with(".UpdateItem") {
             let mut puts = seen.lock().unwrap();
             puts.push(serde_json::from_slice(body).unwrap());
             if puts.len() == 1 {
@@ -173,8 +173,9 @@ async fn a_write_needing_a_live_entry_is_refused_once_it_expired_while_throttled
     let throttled = Arc::new(AtomicUsize::new(0));
     let (window, count) = (until.clone(), throttled.clone());
     let server = FakeServer::start_with_body(move |_, target, body| {
-        let pinned =
-            target.ends_with(".PutItem") && String::from_utf8_lossy(body).contains("\":rev\"");
+        // The update's write, whichever form it takes, names the time.
+        let pinned = (target.ends_with(".PutItem") || target.ends_with(".UpdateItem"))
+            && String::from_utf8_lossy(body).contains("\":now\"");
         if pinned && window.lock().unwrap().is_some_and(|t| Instant::now() < t) {
             count.fetch_add(1, Ordering::SeqCst);
             return Reply::With(400, THROTTLED.into());

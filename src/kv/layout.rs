@@ -153,6 +153,54 @@ impl Layout {
         item
     }
 
+    /// An update of `key`'s existing item to `revision`, `value` (if given) and `expires`,
+    /// leaving its counting as expiring (`cx`) as it is, or marking it counted when
+    /// `mark_counted` and it gains an expiry; a sweep's mark on it goes. Its condition is
+    /// the caller's.
+    pub(super) fn revise(
+        &self,
+        key: &[u8],
+        revision: &Revision,
+        value: Option<&Bytes>,
+        expires: Option<SystemTime>,
+        mark_counted: bool,
+    ) -> UpdateItem {
+        let mut set = vec!["#rev = :new"];
+        let mut remove = vec!["#sw"];
+        let mut update = UpdateItem::new(&self.table, self.key_of(key), "")
+            .name("#rev", "rev")
+            .name("#sw", SWEPT)
+            .name("#exp", "exp")
+            .name("#ttl", "ttl")
+            .value(":new", revision.as_str());
+        if let Some(value) = value {
+            set.push("#v = :v");
+            update = update
+                .name("#v", "v")
+                .value(":v", AttributeValue::B(value.clone()));
+        }
+        match expires.map(unix_ms) {
+            Some(ms) => {
+                set.push("#exp = :e");
+                update = update.value(":e", ms);
+                if mark_counted {
+                    set.push("#cx = :true");
+                    update = update.name("#cx", "cx").value(":true", true);
+                }
+                match self.ttl_seconds(ms) {
+                    Some(t) => {
+                        set.push("#ttl = :t");
+                        update = update.value(":t", t);
+                    }
+                    None => remove.push("#ttl"),
+                }
+            }
+            None => remove.extend(["#exp", "#ttl"]),
+        }
+        update.update_expression = format!("SET {} REMOVE {}", set.join(", "), remove.join(", "));
+        update
+    }
+
     /// The TTL attribute for an entry expiring at `ms`: the expiry plus the grace, in whole
     /// seconds rounded up (`None`: no TTL deletion).
     pub(super) fn ttl_seconds(&self, ms: u64) -> Option<u64> {

@@ -240,37 +240,9 @@ impl KvStore for DynamoKv {
         // The new revision and expiry; an item that gains an expiry is marked counted as
         // expiring (`cx`), and a sweep's mark left on a live item goes.
         let update = |condition: String| {
-            let mut set = vec!["#rev = :new"];
-            let mut remove = vec!["#sw"];
-            let mut update = UpdateItem::new(&self.layout.table, self.layout.key_of(key), "")
-                .name("#rev", "rev")
-                .name("#sw", SWEPT)
-                .value(":new", revision.as_str());
-            match expires.map(unix_ms) {
-                Some(ms) => {
-                    set.extend(["#exp = :e", "#cx = :true"]);
-                    update = update
-                        .name("#exp", "exp")
-                        .name("#cx", "cx")
-                        .name("#ttl", "ttl")
-                        .value(":e", ms)
-                        .value(":true", true);
-                    match self.layout.ttl_seconds(ms) {
-                        Some(t) => {
-                            set.push("#ttl = :t");
-                            update = update.value(":t", t);
-                        }
-                        None => remove.push("#ttl"),
-                    }
-                }
-                None => {
-                    remove.extend(["#exp", "#ttl"]);
-                    update = update.name("#exp", "exp").name("#ttl", "ttl");
-                }
-            }
-            update.update_expression =
-                format!("SET {} REMOVE {}", set.join(", "), remove.join(", "));
-            update.condition(condition)
+            self.layout
+                .revise(key, &revision, None, expires, true)
+                .condition(condition)
         };
         for _ in 0..ATTEMPTS {
             // Sent once per attempt: its condition would not refuse a second application,

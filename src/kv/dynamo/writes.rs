@@ -201,6 +201,8 @@ impl DynamoKv {
                 .await?;
             return Ok(true);
         }
+        // The item as a refusal showed it, if it did.
+        let mut shown = None;
         if matches!(condition, Condition::Absent) {
             if self
                 .create_new(key, item.clone(), expiring)
@@ -209,23 +211,37 @@ impl DynamoKv {
             {
                 return Ok(true);
             }
-        } else if self
-            .overwrite(key, &item, condition, expiring)
-            .await?
-            .is_ok()
-        {
-            return Ok(true);
-        } else if matches!(condition, Condition::Always)
-            && self
-                .create_new(key, item.clone(), expiring)
+        } else {
+            match self
+                .overwrite(key, value, revision, expires, condition)
                 .await?
-                .is_some()
-        {
-            // Most often an overwrite is refused for want of an item: create it.
-            return Ok(true);
+            {
+                Ok(()) => return Ok(true),
+                Err(refusal) => {
+                    shown = refusal
+                        .old_item()
+                        .map(|i| self.layout.stored(i))
+                        .transpose()?;
+                }
+            }
+            // No item came back: most often there is none (an emulator may leave the item
+            // out of its answer, and then the create is refused): create it.
+            if shown.is_none()
+                && matches!(condition, Condition::Always)
+                && self
+                    .create_new(key, item.clone(), expiring)
+                    .await?
+                    .is_some()
+            {
+                return Ok(true);
+            }
         }
         // Refused: find out why from the item itself.
-        let Some(before) = self.read(key).await? else {
+        let before = match shown {
+            Some(item) => Some(item),
+            None => self.read(key).await?,
+        };
+        let Some(before) = before else {
             match condition {
                 // Gone again since the create was refused: start over.
                 Condition::Always | Condition::Absent => return Ok(false),
@@ -402,50 +418,57 @@ impl DynamoKv {
         Ok(self.transact(&writes).await?.applied())
     }
 
-    /// An overwrite of an existing item (live or not, per `condition`), which leaves the
-    /// counters alone: so it applies only over an item counted as expiring exactly when
-    /// the new one is (`cx`); the caller handles the other case from a read. Sent once per
-    /// attempt ([`send_fresh`](Self::send_fresh)): its condition is not refused by its own
-    /// earlier application, and it names the time. `Ok(Err(_))`: refused.
+    /// An overwrite of an existing item (live or not, per `condition`) by an update that
+    /// leaves its counting as expiring (`cx`) as it is, so that the counters stay right
+    /// without a read: a write without expiry applies whatever the item's `cx`; one with
+    /// an expiry only over an item already counted as expiring (the caller handles the
+    /// first expiry, which changes a counter, from a read). Sent once per attempt
+    /// ([`send_fresh`](Self::send_fresh)): its condition is not refused by its own earlier
+    /// application, and it names the time. `Ok(Err(_))`: refused, with the item as it
+    /// stood if the server sent it.
     pub(super) async fn overwrite(
         &self,
         key: &[u8],
-        item: &Item,
+        value: &Bytes,
+        revision: &Revision,
+        expires: Option<SystemTime>,
         condition: &Condition,
-        expiring: bool,
     ) -> Result<Result<(), DynamoError>, KvError> {
-        let counted = if expiring {
+        let counted = if expires.is_some() {
             " AND attribute_exists(#cx)"
         } else {
-            " AND attribute_not_exists(#cx)"
+            ""
         };
         let build = |now: u64| {
-            let mut put = PutItem::new(&self.layout.table, item.clone())
+            let mut update = self
+                .layout
+                .revise(key, revision, Some(value), expires, false)
                 .name("#pk", "pk")
-                .name("#cx", "cx");
-            put = match condition {
-                Condition::Always => put.condition(format!("attribute_exists(#pk){counted}")),
+                .return_old_item_on_condition_failure();
+            if expires.is_some() {
+                update = update.name("#cx", "cx");
+            }
+            update = match condition {
+                Condition::Always => update.condition(format!("attribute_exists(#pk){counted}")),
                 Condition::Exists => {
-                    put.condition(format!("attribute_exists(#pk) AND {LIVE}{counted}"))
+                    update.condition(format!("attribute_exists(#pk) AND {LIVE}{counted}"))
                 }
-                Condition::Value(v) => put
+                Condition::Value(v) => update
                     .condition(format!(
                         "attribute_exists(#pk) AND #v = :expected AND {LIVE}{counted}"
                     ))
-                    .name("#v", "v")
                     .value(":expected", AttributeValue::B(v.clone())),
-                Condition::Revision(r) => put
+                Condition::Revision(r) => update
                     .condition(format!(
                         "attribute_exists(#pk) AND #rev = :expected AND {LIVE}{counted}"
                     ))
-                    .name("#rev", "rev")
                     .value(":expected", r.as_str()),
-                Condition::Absent => put,
+                Condition::Absent => update,
             };
             if !matches!(condition, Condition::Always) {
-                put = put.name("#exp", "exp").value(":now", now);
+                update = update.value(":now", now);
             }
-            put
+            update
         };
         if matches!(condition, Condition::Absent) {
             return Err(KvError::InvalidTransaction {
@@ -457,8 +480,8 @@ impl DynamoKv {
         }
         match self
             .send_fresh(|now| {
-                let put = build(now);
-                async move { self.client.put_item_once(&put).await }
+                let update = build(now);
+                async move { self.client.update_item_once(&update).await }
             })
             .await
         {
