@@ -348,6 +348,10 @@ struct Model {
     throttle_describes: usize,
     /// DescribeStream lists A as open (a stale listing, beside its open child C).
     stale_a: bool,
+    /// Listings (all their pages) still to leave this shard out of (a stale listing).
+    hide: Option<(&'static str, usize)>,
+    /// The shard the listing under way leaves out.
+    hiding: Option<&'static str>,
     calls: Vec<Call>,
 }
 
@@ -389,6 +393,8 @@ impl Model {
             born: std::time::Instant::now(),
             throttle_describes: 0,
             stale_a: false,
+            hide: None,
+            hiding: None,
             calls: Vec::new(),
         }
     }
@@ -513,7 +519,16 @@ impl Model {
             });
             return error("LimitExceededException", "Rate exceeded for the stream");
         }
-        let listed = self.listed();
+        if request["ExclusiveStartShardId"].is_null() {
+            // A new listing: does it leave a shard out?
+            self.hiding = self.hide.map(|(shard, _)| shard);
+            self.hide = self
+                .hide
+                .and_then(|(shard, left)| (left > 1).then_some((shard, left - 1)));
+        }
+        let hiding = self.hiding;
+        let mut listed = self.listed();
+        listed.retain(|s| Some(s.id) != hiding);
         let start = match request["ExclusiveStartShardId"].as_str() {
             Some(after) => listed
                 .iter()
@@ -1557,4 +1572,29 @@ async fn a_checkpoint_taken_while_passing_over_old_records_passes_over_them_agai
     let mut resumed = fake.watch(event.checkpoint);
     ready_then(&mut resumed, 0).await;
     quiet_until_read_out(&mut resumed, &fake, C).await;
+}
+
+/// A checkpoint that left finished shards to lineage (A and B, ancestors of C and D) keeps
+/// the lineage it relied on: resumed against a stale first listing that does not show D
+/// yet, the watch still knows B is done, and hands nothing out again. Without the parents
+/// in the checkpoint, B (and A) looked unread and were read again from their first
+/// records.
+#[tokio::test]
+async fn a_resume_against_a_stale_listing_reads_no_finished_shard_again() {
+    let Read { events, .. } = read_through_rollover().await;
+    let last = events.last().unwrap().checkpoint.clone();
+    assert_eq!(done_in(&last), BTreeSet::new(), "{}", last.as_str());
+    let fake = Fake::start(true).await;
+    // The first listing (all its pages) leaves D out.
+    fake.model.lock().unwrap().hide = Some((D, 1));
+    let mut watch = fake.watch(last);
+    ready_then(&mut watch, 0).await;
+    assert_quiet(&mut watch).await;
+    let calls = fake.calls();
+    assert!(
+        !calls
+            .iter()
+            .any(|c| matches!(c, Call::Iterator { shard, .. } if *shard == A || *shard == B)),
+        "a finished shard was read again:\n{calls:#?}"
+    );
 }
