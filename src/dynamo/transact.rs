@@ -65,6 +65,40 @@ pub enum TransactWriteItem {
     ConditionCheck(ConditionCheck),
 }
 
+impl TransactWriteItem {
+    /// The item's key (for a put, the whole item, its key among its attributes).
+    pub(crate) fn key(&self) -> &Item {
+        match self {
+            Self::Put(p) => &p.item,
+            Self::Update(u) => &u.key,
+            Self::Delete(d) => &d.key,
+            Self::ConditionCheck(c) => &c.key,
+        }
+    }
+
+    /// Its condition, if it has one, and the placeholders of its expressions.
+    pub(crate) fn condition_and_expressions(
+        &mut self,
+    ) -> (Option<&str>, &mut ExpressionAttributes) {
+        match self {
+            Self::Put(p) => (p.condition_expression.as_deref(), &mut p.expressions),
+            Self::Update(u) => (u.condition_expression.as_deref(), &mut u.expressions),
+            Self::Delete(d) => (d.condition_expression.as_deref(), &mut d.expressions),
+            Self::ConditionCheck(c) => (Some(c.condition_expression.as_str()), &mut c.expressions),
+        }
+    }
+
+    /// The placeholders of its expressions.
+    pub(crate) fn expressions(&self) -> &ExpressionAttributes {
+        match self {
+            Self::Put(p) => &p.expressions,
+            Self::Update(u) => &u.expressions,
+            Self::Delete(d) => &d.expressions,
+            Self::ConditionCheck(c) => &c.expressions,
+        }
+    }
+}
+
 #[derive(Serialize)]
 #[serde(rename_all = "PascalCase")]
 struct TransactWriteRequest<'a> {

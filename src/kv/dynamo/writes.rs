@@ -79,19 +79,9 @@ pub(super) fn batches(items: Vec<Stored>) -> Vec<Vec<Stored>> {
     out
 }
 
-/// The expression attribute values of a transaction item.
-fn values_of(item: &TransactWriteItem) -> &ExpressionAttributes {
-    match item {
-        TransactWriteItem::Put(p) => &p.expressions,
-        TransactWriteItem::Update(u) => &u.expressions,
-        TransactWriteItem::Delete(d) => &d.expressions,
-        TransactWriteItem::ConditionCheck(c) => &c.expressions,
-    }
-}
-
 /// Whether a transaction item's condition names the current time (`:now`).
 pub(super) fn names_the_clock(item: &TransactWriteItem) -> bool {
-    values_of(item)
+    item.expressions()
         .expression_attribute_values
         .contains_key(":now")
 }
@@ -105,30 +95,13 @@ pub(super) fn names_the_clock(item: &TransactWriteItem) -> bool {
 fn at_time(items: &[TransactWriteItem], now: u64) -> Vec<TransactWriteItem> {
     let mut items = items.to_vec();
     for item in &mut items {
-        let (condition, values) = match item {
-            TransactWriteItem::Put(p) => (p.condition_expression.as_deref(), &mut p.expressions),
-            TransactWriteItem::Update(u) => (u.condition_expression.as_deref(), &mut u.expressions),
-            TransactWriteItem::Delete(d) => (d.condition_expression.as_deref(), &mut d.expressions),
-            TransactWriteItem::ConditionCheck(c) => {
-                (Some(c.condition_expression.as_str()), &mut c.expressions)
-            }
-        };
-        let only_liveness = condition.is_some_and(|c| c.replace(LIVE, "").find(":now").is_none());
+        let (condition, values) = item.condition_and_expressions();
+        let only_liveness = condition.is_some_and(|c| !c.replace(LIVE, "").contains(":now"));
         if only_liveness && let Some(at) = values.expression_attribute_values.get_mut(":now") {
             *at = now.into();
         }
     }
     items
-}
-
-/// The key of a transaction item.
-fn key_of(item: &TransactWriteItem) -> &Item {
-    match item {
-        TransactWriteItem::Put(p) => &p.item,
-        TransactWriteItem::Update(u) => &u.key,
-        TransactWriteItem::Delete(d) => &d.key,
-        TransactWriteItem::ConditionCheck(c) => &c.key,
-    }
 }
 
 /// How a transaction ended, short of an error.
@@ -345,7 +318,7 @@ impl DynamoKv {
             {
                 let refused = items
                     .get(refused.index)
-                    .map(|i| self.layout.name_of(key_of(i)));
+                    .map(|i| self.layout.name_of(i.key()));
                 return Ok(Transacted::NotApplied { refused });
             }
             match again(&error, clocked) {
@@ -359,7 +332,7 @@ impl DynamoKv {
                 Some(Again::Conflict(index)) => {
                     conflicts += 1;
                     if conflicts >= ATTEMPTS {
-                        let key = items.get(index).map(|i| self.layout.name_of(key_of(i)));
+                        let key = items.get(index).map(|i| self.layout.name_of(i.key()));
                         return Err(KvError::Contention {
                             key: key.unwrap_or_else(|| format!("item {index} of a transaction")),
                             attempts: conflicts,
@@ -593,8 +566,9 @@ mod tests {
             TransactWriteItem::Update(expired),
         ];
         let later = at_time(&items, 7);
-        let now_of =
-            |item: &TransactWriteItem| values_of(item).expression_attribute_values[":now"].clone();
+        let now_of = |item: &TransactWriteItem| {
+            item.expressions().expression_attribute_values[":now"].clone()
+        };
         assert_eq!(now_of(&later[0]), AttributeValue::from(7u64));
         // `#exp <= :now` would admit more at a later time: left as built.
         assert_eq!(now_of(&later[1]), AttributeValue::from(1u64));
