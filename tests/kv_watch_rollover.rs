@@ -1598,3 +1598,24 @@ async fn a_resume_against_a_stale_listing_reads_no_finished_shard_again() {
         "a finished shard was read again:\n{calls:#?}"
     );
 }
+
+/// A fresh watch whose first listing shows B closed but not yet its child D (a stale
+/// listing) adopts D later; D's records from before the watch began (here all of them,
+/// months old) are no events of this watch and are passed over. Adopted from its first
+/// record, D handed them all out.
+#[tokio::test]
+async fn a_child_of_a_shard_closed_before_the_watch_hands_out_nothing_older() {
+    let fake = Fake::start(true).await;
+    fake.model.lock().unwrap().hide = Some((D, 1));
+    let mut watch = fake.kv().watch(PREFIX, None);
+    ready_then(&mut watch, 0).await;
+    // D is found at the next listing (the watch's ten-second refresh), and read out.
+    quiet_until_read_out(&mut watch, &fake, D).await;
+    let calls = fake.calls();
+    assert!(
+        calls
+            .iter()
+            .any(|c| matches!(c, Call::Iterator { shard: D, kind } if kind == "TRIM_HORIZON")),
+        "{calls:#?}"
+    );
+}

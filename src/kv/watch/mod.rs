@@ -146,6 +146,7 @@ impl Reader {
                 self.position.since = Some(seconds_now() as u64);
                 for shard in self.describe(&stream).await? {
                     if shard.is_closed() {
+                        self.position.unread.insert(shard.shard_id.clone());
                         self.position.done.insert(shard.shard_id);
                     } else {
                         self.open(&stream, &shard.shard_id, ShardPosition::Latest, None)

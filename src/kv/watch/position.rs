@@ -24,6 +24,10 @@ pub(super) struct Position {
     /// leaving them out keeps a checkpoint to the frontier of the stream, not its day of
     /// closed shards.
     pub(super) done: BTreeSet<String>,
+    /// Of those, the shards closed when the watch began, never read: a child of one holds
+    /// records from before the watch began, which it passes over.
+    #[serde(default, skip_serializing_if = "BTreeSet::is_empty")]
+    pub(super) unread: BTreeSet<String>,
     /// The parent of each shard named above that has one, as the stream listed it: so a
     /// resumed watch knows the lineage that left their ancestors out of `done` even when
     /// its first listing of the stream is stale (DynamoDB Streams lists eventually
@@ -116,6 +120,8 @@ impl Position {
     pub(super) fn prune(&mut self, lineage: &BTreeMap<String, String>) {
         let ancestors = self.ancestors(lineage);
         self.done.retain(|id| !ancestors.contains(id));
+        let done = &self.done;
+        self.unread.retain(|id| done.contains(id));
         self.parents = self
             .shards
             .keys()

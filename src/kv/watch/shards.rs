@@ -209,14 +209,30 @@ impl Reader {
                     self.waiting.insert(id.clone(), parent.clone());
                 }
             } else {
-                start.push((id.clone(), shard.starting_sequence_number.clone()));
+                let after_the_start = shard
+                    .parent_shard_id
+                    .as_ref()
+                    .is_some_and(|p| self.position.unread.contains(p));
+                start.push((
+                    id.clone(),
+                    shard.starting_sequence_number.clone(),
+                    after_the_start,
+                ));
             }
         }
-        for (id, first) in start {
+        for (id, first, after_the_start) in start {
             self.waiting.remove(&id);
-            // Read from its first record, and resumed from exactly there: a child adopted
-            // a day after its parent closed finds its trimmed head so, not in silence.
-            self.open_at_first(stream, &id, &first).await?;
+            if after_the_start {
+                // The child of a shard closed before the watch began (a listing too stale
+                // to show the child then): what it holds from before the watch is no
+                // event of this watch.
+                self.read_from_oldest(&id).await?;
+            } else {
+                // Read from its first record, and resumed from exactly there: a child
+                // adopted a day after its parent closed finds its trimmed head so, not in
+                // silence.
+                self.open_at_first(stream, &id, &first).await?;
+            }
         }
         // Forget finished shards the stream no longer has (nothing can refer to them), and
         // those the lineage of the shards in the position says are done.
