@@ -390,3 +390,28 @@ async fn a_read_judges_liveness_when_its_answer_comes() {
     );
     assert!(got.is_none(), "an entry that was never live: {got:?}");
 }
+
+/// A write the store builds again for each attempt (an update names the time) keeps the
+/// client's bound on connections that cannot be opened: against an endpoint that refuses
+/// them it gives up after `max_connect_attempts`, as the client's own retries do, not
+/// after every attempt the policy allows. (It went on for all of them.)
+#[tokio::test]
+async fn a_write_built_per_attempt_gives_up_on_an_unreachable_endpoint_as_the_client_does() {
+    // A port nothing listens on: connections are refused at once.
+    let closed = std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap();
+    let retry = RetryConfig {
+        max_attempts: 20,
+        max_connect_attempts: 2,
+        initial_backoff: Duration::from_millis(1),
+        max_backoff: Duration::from_millis(5),
+        ..common::quick_retries()
+    };
+    let client = common::client_for(&format!("http://{closed}"), retry);
+    let kv = DynamoKv::new(client.clone(), TABLE);
+    let error = kv.update(b"k", Bytes::from("v"), None).await.unwrap_err();
+    assert!(!error.may_have_applied(), "nothing was sent: {error}");
+    assert_eq!(client.requests_sent(), 2, "{error}");
+}

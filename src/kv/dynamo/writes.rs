@@ -7,7 +7,8 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 
 use crate::dynamo::{
-    AttributeValue, DeleteItem, DynamoError, ExpressionAttributes, Item, PutItem, TransactWriteItem,
+    AttributeValue, DeleteItem, DynamoError, ExpressionAttributes, Item, PutItem, RetryConfig,
+    TransactWriteItem,
 };
 use crate::kv::{Condition, KvError, Revision, TRANSACTION_MAX, key, unix_ms};
 
@@ -144,6 +145,38 @@ fn again(error: &DynamoError, sent_once: bool) -> Option<Again> {
         }
         e if sent_once && e.is_retryable() => Some(Again::Throttled),
         _ => None,
+    }
+}
+
+/// The client's retry policy kept for requests the store sends once per attempt and builds
+/// again itself: attempts and time as the policy bounds them, and connections that could
+/// not be opened at most `max_connect_attempts` times, as the client counts them.
+struct Budget<'a> {
+    retry: &'a RetryConfig,
+    started: tokio::time::Instant,
+    attempts: u32,
+    unreachable: u32,
+}
+
+impl<'a> Budget<'a> {
+    fn new(retry: &'a RetryConfig) -> Self {
+        Self {
+            retry,
+            started: tokio::time::Instant::now(),
+            attempts: 0,
+            unreachable: 0,
+        }
+    }
+
+    /// The pause before sending again after `error`, or `None` once the policy says stop.
+    fn next(&mut self, error: &DynamoError) -> Option<Duration> {
+        self.attempts += 1;
+        if matches!(error, DynamoError::Unreachable { .. }) {
+            self.unreachable += 1;
+        }
+        self.retry
+            .next_delay(self.attempts, self.started)
+            .filter(|_| self.unreachable < self.retry.max_connect_attempts)
     }
 }
 
@@ -296,9 +329,8 @@ impl DynamoKv {
         items: &[TransactWriteItem],
     ) -> Result<Transacted, KvError> {
         let clocked = items.iter().any(names_the_clock);
-        let retry = self.client.retry_config();
-        let started = tokio::time::Instant::now();
-        let (mut throttled, mut conflicts) = (0, 0);
+        let mut budget = Budget::new(self.client.retry_config());
+        let mut conflicts = 0;
         loop {
             let sent = if clocked {
                 let fresh = at_time(items, unix_ms(SystemTime::now()));
@@ -322,13 +354,10 @@ impl DynamoKv {
                 return Ok(Transacted::NotApplied { refused });
             }
             match again(&error, clocked) {
-                Some(Again::Throttled) => {
-                    throttled += 1;
-                    match retry.next_delay(throttled, started) {
-                        Some(delay) => tokio::time::sleep(delay).await,
-                        None => return Err(error.into()),
-                    }
-                }
+                Some(Again::Throttled) => match budget.next(&error) {
+                    Some(delay) => tokio::time::sleep(delay).await,
+                    None => return Err(error.into()),
+                },
                 Some(Again::Conflict(index)) => {
                     conflicts += 1;
                     if conflicts >= ATTEMPTS {
@@ -354,18 +383,13 @@ impl DynamoKv {
         F: FnMut(u64) -> Fut,
         Fut: Future<Output = Result<T, DynamoError>>,
     {
-        let retry = self.client.retry_config();
-        let started = tokio::time::Instant::now();
-        let mut attempts = 0;
+        let mut budget = Budget::new(self.client.retry_config());
         loop {
-            attempts += 1;
             match attempt(unix_ms(SystemTime::now())).await {
-                Err(e) if e.is_retryable() && !e.is_ambiguous() => {
-                    match retry.next_delay(attempts, started) {
-                        Some(delay) => tokio::time::sleep(delay).await,
-                        None => return Err(e),
-                    }
-                }
+                Err(e) if e.is_retryable() && !e.is_ambiguous() => match budget.next(&e) {
+                    Some(delay) => tokio::time::sleep(delay).await,
+                    None => return Err(e),
+                },
                 other => return other,
             }
         }
