@@ -358,6 +358,13 @@ async fn teleport_compare_and_swap_rounds(kv: Arc<dyn KvStore>) {
     ));
 }
 
+/// Stores `key` with an expiry that then passes: expired, but not deleted.
+async fn put_expired(kv: &Arc<dyn KvStore>, key: &[u8]) {
+    let soon = SystemTime::now() + Duration::from_millis(100);
+    kv.put(key, b("old"), Some(soon)).await.unwrap();
+    until_gone(kv, key).await;
+}
+
 /// Waits (polling, bounded) until `key` reads as absent.
 async fn until_gone(kv: &Arc<dyn KvStore>, key: &[u8]) {
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
@@ -886,9 +893,7 @@ async fn a_resumed_watch_stands_at_its_checkpoint_until_the_replay(kv: Arc<dyn K
 /// entry's expiry. Pinned to the stored entry being live, the write was refused at every
 /// attempt and the transaction reported `Contention`.
 async fn a_transaction_over_an_expired_entry_relies_only_on_its_own_steps(kv: Arc<dyn KvStore>) {
-    let soon = SystemTime::now() + Duration::from_millis(100);
-    kv.put(b"tx/k", b("old"), Some(soon)).await.unwrap();
-    until_gone(&kv, b"tx/k").await;
+    put_expired(&kv, b"tx/k").await;
     let revisions = kv
         .transaction(vec![
             TxnOp::put(b"tx/k", b("v")),
@@ -902,14 +907,7 @@ async fn a_transaction_over_an_expired_entry_relies_only_on_its_own_steps(kv: Ar
     assert_eq!(entry.expires, None);
     assert_eq!(revisions, [None, Some(entry.revision), None]);
     // A step that does see the stored entry still relies on it being live.
-    kv.put(
-        b"tx/e",
-        b("old"),
-        Some(SystemTime::now() + Duration::from_millis(100)),
-    )
-    .await
-    .unwrap();
-    until_gone(&kv, b"tx/e").await;
+    put_expired(&kv, b"tx/e").await;
     let refused = kv
         .transaction(vec![
             TxnOp::check(b"tx/e").if_exists(),

@@ -209,23 +209,19 @@ impl Reader {
                     self.waiting.insert(id.clone(), parent.clone());
                 }
             } else {
-                let after_the_start = shard
-                    .parent_shard_id
-                    .as_ref()
-                    .is_some_and(|p| self.position.unread.contains(p));
                 start.push((
                     id.clone(),
                     shard.starting_sequence_number.clone(),
-                    after_the_start,
+                    self.may_predate_the_watch(shard),
                 ));
             }
         }
-        for (id, first, after_the_start) in start {
+        for (id, first, before_the_start) in start {
             self.waiting.remove(&id);
-            if after_the_start {
-                // The child of a shard closed before the watch began (a listing too stale
-                // to show the child then): what it holds from before the watch is no
-                // event of this watch.
+            if before_the_start {
+                // A shard from before the watch began, which a listing too stale to show it
+                // then left to now: what it holds from before the watch is no event of
+                // this watch.
                 self.read_from_oldest(&id).await?;
             } else {
                 // Read from its first record, and resumed from exactly there: a child
@@ -239,6 +235,23 @@ impl Reader {
         self.position.done.retain(|id| known.contains(id.as_str()));
         self.position.prune(&self.parents);
         Ok(())
+    }
+
+    /// Whether a shard being adopted may hold records from before a fresh watch began: it
+    /// was created (by its id) before the watch began, within the clocks' margin, or, for
+    /// an id that does not say, its parent was closed when the watch began.
+    fn may_predate_the_watch(&self, shard: &Shard) -> bool {
+        let Some(since) = self.position.since else {
+            // A watch resumed from an earlier version's checkpoint: as before.
+            return false;
+        };
+        match shard_created(&shard.shard_id) {
+            Some(created) => created < since as f64 + CLOCK_MARGIN.as_secs_f64(),
+            None => shard
+                .parent_shard_id
+                .as_ref()
+                .is_some_and(|p| self.position.unread.contains(p)),
+        }
     }
 
     /// One page of `shard`.
@@ -367,17 +380,22 @@ pub(super) fn seconds_now() -> f64 {
         .map_or(0.0, |d| d.as_secs_f64())
 }
 
-/// How old a shard is at `now` (seconds since the epoch), from its id: DynamoDB Streams
-/// names shards `shardId-<creation time in milliseconds>-<suffix>`. `None` if the id says
+/// When a shard was created (seconds since the epoch), from its id: DynamoDB Streams names
+/// shards `shardId-<creation time in milliseconds>-<suffix>`. `None` if the id says
 /// nothing of the kind.
-fn shard_age(shard: &str, now: f64) -> Option<Duration> {
+fn shard_created(shard: &str) -> Option<f64> {
     let millis: u64 = shard
         .strip_prefix("shardId-")?
         .split('-')
         .next()?
         .parse()
         .ok()?;
-    Duration::try_from_secs_f64(now - millis as f64 / 1000.0).ok()
+    Some(millis as f64 / 1000.0)
+}
+
+/// How old a shard is at `now` (seconds since the epoch), from its id.
+fn shard_age(shard: &str, now: f64) -> Option<Duration> {
+    Duration::try_from_secs_f64(now - shard_created(shard)?).ok()
 }
 
 #[cfg(test)]
