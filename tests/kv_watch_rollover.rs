@@ -471,6 +471,15 @@ impl Model {
         model.records.push((seq.to_string(), wire, rec.expect));
     }
 
+    /// Refuses a call about `shard` with DynamoDB's error `code`, and logs it.
+    fn refuse(&mut self, shard: &'static str, code: &str, message: &str) -> Reply {
+        self.calls.push(Call::Refused {
+            shard,
+            code: code.into(),
+        });
+        error(code, message)
+    }
+
     fn answer(&mut self, target: &str, body: &[u8]) -> Reply {
         let request: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
         match target.rsplit('.').next().unwrap_or("") {
@@ -513,11 +522,11 @@ impl Model {
         }
         if self.throttle_describes > 0 {
             self.throttle_describes -= 1;
-            self.calls.push(Call::Refused {
-                shard: "stream",
-                code: "LimitExceededException".into(),
-            });
-            return error("LimitExceededException", "Rate exceeded for the stream");
+            return self.refuse(
+                "stream",
+                "LimitExceededException",
+                "Rate exceeded for the stream",
+            );
         }
         if request["ExclusiveStartShardId"].is_null() {
             // A new listing: does it leave a shard out?
@@ -641,18 +650,11 @@ impl Model {
             .collect();
         let young = fresh && pos == len && self.refuse_young == Some(id);
         if !fresh && self.hold_reads == Some(id) {
-            self.calls.push(Call::Refused {
-                shard: id,
-                code: "LimitExceededException".into(),
-            });
-            return error("LimitExceededException", "Rate exceeded for shard");
+            return self.refuse(id, "LimitExceededException", "Rate exceeded for shard");
         }
         if young || pos < self.trimmed.get(id).copied().unwrap_or(0) {
-            self.calls.push(Call::Refused {
-                shard: id,
-                code: "TrimmedDataAccessException".into(),
-            });
-            return error(
+            return self.refuse(
+                id,
                 "TrimmedDataAccessException",
                 "The operation attempted to read past the oldest stream record in a shard",
             );
@@ -661,11 +663,8 @@ impl Model {
             .iterator_life
             .is_some_and(|life| self.born.elapsed() > Duration::from_millis(age) + life);
         if epoch < self.epoch || aged {
-            self.calls.push(Call::Refused {
-                shard: id,
-                code: "ExpiredIteratorException".into(),
-            });
-            return error(
+            return self.refuse(
+                id,
                 "ExpiredIteratorException",
                 "Iterator expired. The iterator was created at time X while right now it is Y.",
             );
@@ -929,6 +928,17 @@ fn assert_parents_first(calls: &[Call], done: BTreeSet<String>) {
     }
 }
 
+/// Asserts that `calls` asked for an iterator of `shard` of the type `kind`.
+fn assert_opened(calls: &[Call], shard: &str, kind: &str) {
+    assert!(
+        calls
+            .iter()
+            .any(|c| matches!(c, Call::Iterator { shard: s, kind: k } if *s == shard && k == kind)),
+        "no {kind} iterator of shard {}:\n{calls:#?}",
+        name_of(shard)
+    );
+}
+
 /// What a watch read.
 struct Read {
     ready: WatchEvent,
@@ -1045,11 +1055,7 @@ async fn a_watch_from_a_checkpoint_reads_every_change_once_across_rollovers() {
             .take_while(|c| matches!(c, Call::Describe(_)))
             .position(|c| matches!(c, Call::Describe(ids) if ids.contains(&D)))
             .expect("the describe after B's end lists D");
-    assert!(
-        calls[found..].iter().any(
-            |c| matches!(c, Call::Iterator { shard: D, kind } if kind == "AT_SEQUENCE_NUMBER")
-        )
-    );
+    assert_opened(&calls[found..], D, "AT_SEQUENCE_NUMBER");
 }
 
 /// 4: what each kind of record becomes, spelled out by hand.
@@ -1347,12 +1353,7 @@ async fn a_young_iterator_refused_as_trimmed_replays_nothing_old() {
             .any(|c| matches!(c, Call::Refused { shard: C, .. })),
         "the young iterator was never refused: the case was not run\n{calls:#?}"
     );
-    assert!(
-        calls
-            .iter()
-            .any(|c| matches!(c, Call::Iterator { shard: C, kind } if kind == "TRIM_HORIZON")),
-        "{calls:#?}"
-    );
+    assert_opened(&calls, C, "TRIM_HORIZON");
 }
 
 /// Checkpoints carry the frontier of the stream, not its day of closed shards: once A's
@@ -1611,11 +1612,5 @@ async fn a_child_of_a_shard_closed_before_the_watch_hands_out_nothing_older() {
     ready_then(&mut watch, 0).await;
     // D is found at the next listing (the watch's ten-second refresh), and read out.
     quiet_until_read_out(&mut watch, &fake, D).await;
-    let calls = fake.calls();
-    assert!(
-        calls
-            .iter()
-            .any(|c| matches!(c, Call::Iterator { shard: D, kind } if kind == "TRIM_HORIZON")),
-        "{calls:#?}"
-    );
+    assert_opened(&fake.calls(), D, "TRIM_HORIZON");
 }

@@ -217,20 +217,17 @@ impl Layout {
                 problem: "no binary pk and sk".into(),
             });
         };
-        let folder = pk
-            .strip_prefix(self.namespace.as_slice())
-            .and_then(|rest| rest.strip_prefix(&[0][..]))
-            .ok_or_else(|| KvError::Malformed {
-                key: key::display(pk),
-                problem: "its partition is not in this store's namespace".into(),
-            })?;
+        let folder = self.folder_of(pk).ok_or_else(|| KvError::Malformed {
+            key: key::display(pk),
+            problem: "its partition is not in this store's namespace".into(),
+        })?;
         let mut full = folder.to_vec();
         full.extend_from_slice(sk);
         let malformed = |problem: &str| KvError::Malformed {
             key: key::display(&full),
             problem: problem.to_owned(),
         };
-        if sk.len() >= 2 && sk[sk.len() - 2] == b'/' {
+        if is_counter(sk) {
             let number = |name: &str| item.get(name).map(AttributeValue::as_i64);
             let (Some(Some(n)), None | Some(Some(_))) = (number("n"), number("x")) else {
                 return Err(malformed(
@@ -301,38 +298,41 @@ impl Layout {
             .collect()
     }
 
+    /// The folder a partition key of this store's namespace names.
+    fn folder_of<'p>(&self, pk: &'p [u8]) -> Option<&'p [u8]> {
+        pk.strip_prefix(self.namespace.as_slice())?
+            .strip_prefix(&[0][..])
+    }
+
+    /// An item's folder and sort key, and whether it is a folder counter; `None` for an
+    /// item outside this store's namespace.
+    fn place<'i>(&self, keys: &'i Item) -> Option<(&'i [u8], &'i [u8], bool)> {
+        let bytes = |name: &str| keys.get(name).and_then(AttributeValue::as_bytes);
+        let (pk, sk) = (bytes("pk")?, bytes("sk")?);
+        Some((self.folder_of(pk)?, sk, is_counter(sk)))
+    }
+
     /// An item's key as a user names it: the entry's key, or a folder counter's folder
     /// (`a/b/ (folder counter)`); for errors.
     pub(super) fn name_of(&self, item: &Item) -> String {
-        if let Some(key) = self.decode_record_key(item) {
-            return key::display(&key);
-        }
-        let bytes = |name: &str| item.get(name).and_then(AttributeValue::as_bytes);
-        match (bytes("pk"), bytes("sk")) {
-            (Some(pk), Some(sk)) if pk.starts_with(&self.namespace) => {
-                let folder = pk.get(self.namespace.len() + 1..).unwrap_or_default();
-                let name = &sk[..sk.len().saturating_sub(1)];
+        match self.place(item) {
+            Some((folder, sk, false)) => key::display(&[folder, sk].concat()),
+            Some((folder, sk, true)) => {
+                let name = &sk[..sk.len() - 1];
                 format!(
                     "{} (folder counter)",
                     key::display(&[folder, name].concat())
                 )
             }
-            _ => "an item of another application".to_owned(),
+            None => "an item of another application".to_owned(),
         }
     }
 
-    /// A stream record's item, as this store's key and (for puts) entry; `None` for
-    /// counters and other namespaces.
+    /// A stream record's item, as this store's key; `None` for counters and other
+    /// namespaces.
     pub(super) fn decode_record_key(&self, keys: &Item) -> Option<Vec<u8>> {
-        let bytes = |name: &str| keys.get(name).and_then(AttributeValue::as_bytes);
-        let (pk, sk) = (bytes("pk")?, bytes("sk")?);
-        let folder = pk
-            .strip_prefix(self.namespace.as_slice())?
-            .strip_prefix(&[0][..])?;
-        if sk.len() >= 2 && sk[sk.len() - 2] == b'/' {
-            return None;
-        }
-        Some([folder, sk.as_ref()].concat())
+        let (folder, sk, counter) = self.place(keys)?;
+        (!counter).then(|| [folder, sk].concat())
     }
 
     /// A stream image as an entry (live or not: the watcher decides).
@@ -342,4 +342,10 @@ impl Layout {
             _ => None,
         }
     }
+}
+
+/// Whether a sort key names a folder counter's shard: the folder's name, its `/` and one
+/// byte of shard (a key's name holds no `/`).
+fn is_counter(sk: &[u8]) -> bool {
+    sk.len() >= 2 && sk[sk.len() - 2] == b'/'
 }

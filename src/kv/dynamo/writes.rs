@@ -259,8 +259,9 @@ impl DynamoKv {
         if !condition.holds(current) {
             return Err(condition.failure(key));
         }
-        // The condition holds: the item is an expired one that `create` may replace,
-        // or it is counted as expiring and the new one is not (or the reverse).
+        // The condition holds: the item is an expired one that `create` may replace, the
+        // new entry gains an expiry the item is not counted for, or the item changed
+        // between the refusal and the read.
         let live_needed = !matches!(condition, Condition::Always | Condition::Absent);
         let item = self.layout.item_of(
             key,

@@ -71,8 +71,6 @@ pub(crate) fn watch(
             sender,
             position: Position::default(),
             iterators: BTreeMap::new(),
-            waiting: BTreeMap::new(),
-            passed_before: BTreeMap::new(),
             parents: BTreeMap::new(),
             keep_alive: keep_alive.unwrap_or(KEEP_ALIVE),
             kept_alive: tokio::time::Instant::now(),
@@ -110,12 +108,6 @@ struct Reader {
     position: Position,
     /// The iterator to read each open shard from next.
     iterators: BTreeMap<String, String>,
-    /// Children whose parent is still being read: shard id to parent id.
-    waiting: BTreeMap<String, String>,
-    /// Shards read again from their oldest record after a young iterator was refused as
-    /// trimmed: records created before this time (seconds since the epoch) were before
-    /// the iterator, and are passed over.
-    passed_before: BTreeMap<String, f64>,
     /// Each shard's parent, as the stream has listed them.
     parents: BTreeMap<String, String>,
     /// How often shards held by an iterator are kept alive ([`KEEP_ALIVE`]).

@@ -204,11 +204,8 @@ impl Reader {
                 .parent_shard_id
                 .as_ref()
                 .is_some_and(|p| known.contains(p.as_str()) && !finished(p));
-            if parent_pending {
-                if let Some(parent) = &shard.parent_shard_id {
-                    self.waiting.insert(id.clone(), parent.clone());
-                }
-            } else {
+            // A child whose parent is still being read waits for a later listing.
+            if !parent_pending {
                 start.push((
                     id.clone(),
                     shard.starting_sequence_number.clone(),
@@ -217,7 +214,6 @@ impl Reader {
             }
         }
         for (id, first, before_the_start) in start {
-            self.waiting.remove(&id);
             if before_the_start {
                 // A shard from before the watch began, which a listing too stale to show it
                 // then left to now: what it holds from before the watch is no event of
@@ -296,17 +292,13 @@ impl Reader {
         };
         let count = page.records.len();
         for record in page.records {
-            if let Some(before) = self.passed_before.get(shard) {
-                if record
-                    .approximate_creation_time
-                    .is_some_and(|t| t < *before)
-                {
-                    // From before the watch began: passed over. The shard's place stays
-                    // its oldest record until one is handed out, so that a resume passes
-                    // over the same records.
-                    continue;
-                }
-                self.passed_before.remove(shard);
+            if let Some(before) = self.passing_over(shard)
+                && record.approximate_creation_time.is_some_and(|t| t < before)
+            {
+                // From before the watch began: passed over. The shard's place stays its
+                // oldest record until one is handed out, so that a resume passes over the
+                // same records.
+                continue;
             }
             let seq = record.sequence_number.clone();
             let event = self.event(record);
@@ -330,7 +322,6 @@ impl Reader {
             }
             None => {
                 self.iterators.remove(shard);
-                self.passed_before.remove(shard);
                 self.position.shards.remove(shard);
                 self.position.done.insert(shard.to_owned());
                 Ok(Polled::Closed)
@@ -366,10 +357,16 @@ impl Reader {
             ShardPosition::TrimHorizon,
             Some(Resume::Oldest),
         )
-        .await?;
-        self.passed_before
-            .insert(shard.to_owned(), since as f64 - CLOCK_MARGIN.as_secs_f64());
-        Ok(())
+        .await
+    }
+
+    /// For a shard read from its oldest record (its place [`Resume::Oldest`]), the
+    /// creation time (seconds since the epoch) before which its records came before the
+    /// watch and are passed over: the watch's start, less the clocks' margin.
+    fn passing_over(&self, shard: &str) -> Option<f64> {
+        let since = self.position.since?;
+        matches!(self.position.shards.get(shard), Some(Resume::Oldest))
+            .then(|| since as f64 - CLOCK_MARGIN.as_secs_f64())
     }
 }
 
