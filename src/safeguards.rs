@@ -69,6 +69,13 @@ pub enum PlantedBug {
     /// [`DynamoKv`](crate::kv::DynamoKv)'s compare-and-swap reads, then writes
     /// unconditionally.
     KvSwapWithoutCondition,
+    /// Takes out `Safeguards::refused_write_retried` in the key-value store: a write it
+    /// sends itself, refused because a transaction in flight holds the item
+    /// (`TransactionConflictException`), fails at once.
+    KvTransactionConflictFinal,
+    /// Takes out `Safeguards::throttled_transaction_retried` in the key-value store: a
+    /// transaction cancelled for throttling (`ThrottlingError` reasons) fails at once.
+    KvThrottledTransactionFinal,
 }
 
 /// The safeguards in force for one lease manager or store: all of them, in production.
@@ -186,5 +193,15 @@ impl Safeguards {
     /// The key-value store: a compare-and-swap is one conditional write.
     pub(crate) fn compare_and_swap_conditional(self) -> bool {
         !self.planted(PlantedBug::KvSwapWithoutCondition)
+    }
+
+    /// The key-value store: a write refused for a transaction in flight is sent again.
+    pub(crate) fn refused_write_retried(self) -> bool {
+        !self.planted(PlantedBug::KvTransactionConflictFinal)
+    }
+
+    /// The key-value store: a transaction cancelled for throttling is sent again.
+    pub(crate) fn throttled_transaction_retried(self) -> bool {
+        !self.planted(PlantedBug::KvThrottledTransactionFinal)
     }
 }

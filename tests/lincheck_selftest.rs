@@ -66,6 +66,9 @@ fn apply(slot: &mut Option<(Value, Rev)>, op: &Op, fresh: impl FnOnce() -> Rev) 
             }
             _ => Outcome::Mismatch,
         },
+        Op::PutUntil(..) | Op::CreateUntil(..) => {
+            unreachable!("the sequential reference has no clock: expiry has its own tests")
+        }
         Op::Create(v) => {
             if slot.is_some() {
                 Outcome::AlreadyExists
@@ -329,6 +332,95 @@ fn a_create_reporting_ok_while_the_key_was_present_fails() {
     must_pass(&h(5));
 }
 
+// ---- expiry
+
+fn put_until(v: &str, until: u64) -> Op {
+    Op::put_until(v.as_bytes().to_vec(), Some(until))
+}
+
+#[test]
+fn an_entry_read_before_its_expiry_and_absent_after_passes() {
+    must_pass(&[
+        e(0, put_until("v", 10), Outcome::written("r1"), 0, 1),
+        e(1, Op::Get, Outcome::found("v", "r1"), 5, 6),
+        e(1, Op::Get, Outcome::absent(), 20, 21),
+        e(2, Op::create("w"), Outcome::written("r2"), 22, 23),
+    ]);
+}
+
+#[test]
+fn an_entry_read_after_its_expiry_fails() {
+    must_fail(&[
+        e(0, put_until("v", 10), Outcome::written("r1"), 0, 1),
+        e(1, Op::Get, Outcome::found("v", "r1"), 20, 21),
+    ]);
+}
+
+#[test]
+fn an_entry_absent_before_its_expiry_fails() {
+    must_fail(&[
+        e(0, put_until("v", 10), Outcome::written("r1"), 0, 1),
+        e(1, Op::Get, Outcome::absent(), 5, 6),
+    ]);
+}
+
+#[test]
+fn a_read_spanning_the_expiry_may_see_either() {
+    must_pass(&[
+        e(0, put_until("v", 10), Outcome::written("r1"), 0, 1),
+        e(1, Op::Get, Outcome::found("v", "r1"), 8, 12),
+    ]);
+    must_pass(&[
+        e(0, put_until("v", 10), Outcome::written("r1"), 0, 1),
+        e(1, Op::Get, Outcome::absent(), 8, 12),
+    ]);
+}
+
+#[test]
+fn an_unknown_put_landing_after_its_expiry_is_never_read() {
+    // Applied before 10 it is read-able before 10 only; applied after, it leaves nothing.
+    must_fail(&[
+        e(0, put_until("v", 10), Outcome::Unknown, 0, 0),
+        e(1, Op::Get, Outcome::absent(), 2, 3),
+        e(1, Op::Get, Outcome::found("v", "q"), 20, 21),
+    ]);
+    must_pass(&[
+        e(0, put_until("v", 10), Outcome::Unknown, 0, 0),
+        e(1, Op::Get, Outcome::absent(), 2, 3),
+        e(1, Op::Get, Outcome::found("v", "q"), 5, 6),
+        e(1, Op::Get, Outcome::absent(), 20, 21),
+    ]);
+}
+
+#[test]
+fn a_put_applied_after_its_own_expiry_leaves_the_key_absent() {
+    must_pass(&[
+        e(0, put_until("v", 10), Outcome::written("r1"), 0, 50),
+        e(1, Op::put("w"), Outcome::written("r2"), 20, 30),
+        e(1, Op::create("x"), Outcome::written("r3"), 51, 60),
+    ]);
+}
+
+#[test]
+fn a_later_write_outlives_an_earlier_ones_expiry() {
+    must_pass(&[
+        e(0, put_until("v", 10), Outcome::written("r1"), 0, 1),
+        e(0, Op::put("w"), Outcome::written("r2"), 2, 3),
+        e(1, Op::Get, Outcome::found("w", "r2"), 20, 21),
+    ]);
+    // ... but not a create over a live entry that then reports it made one.
+    must_fail(&[
+        e(0, put_until("v", 10), Outcome::written("r1"), 0, 1),
+        e(0, Op::create("w"), Outcome::written("r2"), 2, 3),
+    ]);
+    // An expired entry takes a create.
+    must_pass(&[
+        e(0, put_until("v", 10), Outcome::written("r1"), 0, 1),
+        e(0, Op::create("w"), Outcome::written("r2"), 12, 13),
+        e(1, Op::Get, Outcome::found("w", "r2"), 20, 21),
+    ]);
+}
+
 #[test]
 fn a_malformed_history_is_refused() {
     let v = check(&[e(0, Op::Get, Outcome::Deleted, 0, 1)]).unwrap_err();
@@ -537,6 +629,7 @@ fn small_history(rng: &mut Rng) -> Vec<Entry> {
                 Op::CompareAndSwap { .. } => two(rng, written, Outcome::Mismatch),
                 Op::ConditionalDelete { .. } => two(rng, Outcome::Deleted, Outcome::Mismatch),
                 Op::Create(_) => two(rng, written, Outcome::AlreadyExists),
+                Op::PutUntil(..) | Op::CreateUntil(..) => unreachable!("no expiry here"),
             };
         }
     }

@@ -60,7 +60,6 @@ impl DynamoClient {
         table: &str,
         writes: &[WriteRequest],
     ) -> Result<(), DynamoError> {
-        let retry = self.retry_config();
         let deadline = self.deadline("batch_write_item");
         let mut done = 0;
         for chunk in writes.chunks(BATCH_WRITE_MAX) {
@@ -84,7 +83,7 @@ impl DynamoClient {
                     total: writes.len(),
                     attempts,
                 };
-                let Some(delay) = retry.next_delay(attempts, started) else {
+                let Some(delay) = self.next_delay(attempts, started) else {
                     return Err(incomplete);
                 };
                 if delay >= deadline.remaining() {
@@ -141,7 +140,6 @@ impl DynamoClient {
         table: &str,
         keys: &[Item],
     ) -> Result<Vec<Item>, DynamoError> {
-        let retry = self.retry_config();
         let deadline = self.deadline("batch_get_item");
         let mut items = Vec::with_capacity(keys.len());
         for chunk in keys.chunks(BATCH_GET_MAX) {
@@ -176,7 +174,7 @@ impl DynamoClient {
                     total: keys.len(),
                     attempts,
                 };
-                let Some(delay) = retry.next_delay(attempts, started) else {
+                let Some(delay) = self.next_delay(attempts, started) else {
                     return Err(incomplete);
                 };
                 if delay >= deadline.remaining() {

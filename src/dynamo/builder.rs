@@ -35,6 +35,8 @@ pub struct DynamoClientBuilder {
     credentials: Option<AwsCredentialProvider>,
     retry: RetryConfig,
     http: Option<reqwest::Client>,
+    #[cfg(feature = "harness")]
+    transport: Option<std::sync::Arc<dyn super::transport::Transport>>,
 }
 
 impl std::fmt::Debug for DynamoClientBuilder {
@@ -138,6 +140,18 @@ impl DynamoClientBuilder {
         self
     }
 
+    /// Answers the client's requests in process instead of over HTTP: the simulator's
+    /// table. The endpoint is still checked, and named in errors.
+    #[cfg(feature = "harness")]
+    #[doc(hidden)]
+    pub fn with_transport(
+        mut self,
+        transport: std::sync::Arc<dyn super::transport::Transport>,
+    ) -> Self {
+        self.transport = Some(transport);
+        self
+    }
+
     /// Checks the configuration and builds the client.
     pub fn build(self) -> Result<DynamoClient, DynamoError> {
         self.retry.validate().map_err(DynamoError::Config)?;
@@ -177,14 +191,14 @@ impl DynamoClientBuilder {
                 .build()
                 .map_err(|e| DynamoError::Config(format!("cannot build the HTTP client: {e}")))?,
         };
-        Ok(DynamoClient::from_settings(
-            http,
-            url,
-            streams_url,
-            region,
-            credentials,
-            self.retry,
-        ))
+        let client =
+            DynamoClient::from_settings(http, url, streams_url, region, credentials, self.retry);
+        #[cfg(feature = "harness")]
+        let client = match self.transport {
+            Some(transport) => client.with_transport(transport),
+            None => client,
+        };
+        Ok(client)
     }
 }
 

@@ -56,6 +56,9 @@ struct Inner {
     retry: RetryConfig,
     /// Requests sent by this client and its clones, retries included.
     requests: std::sync::atomic::AtomicU64,
+    /// Where requests go instead of HTTP, in the simulator.
+    #[cfg(feature = "harness")]
+    transport: Option<Arc<dyn super::transport::Transport>>,
 }
 
 impl std::fmt::Debug for DynamoClient {
@@ -140,8 +143,23 @@ impl DynamoClient {
                 credentials,
                 retry,
                 requests: std::sync::atomic::AtomicU64::new(0),
+                #[cfg(feature = "harness")]
+                transport: None,
             }),
         }
+    }
+
+    /// This client, answered by `transport` instead of HTTP (only while unshared: the
+    /// builder's last step).
+    #[cfg(feature = "harness")]
+    pub(super) fn with_transport(
+        mut self,
+        transport: Arc<dyn super::transport::Transport>,
+    ) -> Self {
+        if let Some(inner) = Arc::get_mut(&mut self.inner) {
+            inner.transport = Some(transport);
+        }
+        self
     }
 
     /// The URL requests go to.
@@ -171,6 +189,19 @@ impl DynamoClient {
         self.inner
             .requests
             .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// The pause before attempt `attempts + 1` of a request first sent at `started`, or
+    /// `None` once the retry policy says stop; jittered by the transport in a simulation.
+    pub(crate) fn next_delay(&self, attempts: u32, started: Instant) -> Option<Duration> {
+        #[cfg(feature = "harness")]
+        if let Some(transport) = &self.inner.transport {
+            return self
+                .inner
+                .retry
+                .next_delay_drawn(attempts, started, |cap| transport.draw(cap));
+        }
+        self.inner.retry.next_delay(attempts, started)
     }
 
     /// A deadline for public call `call`, starting now, of the retry policy's
@@ -344,7 +375,7 @@ impl DynamoClient {
             if matches!(error, DynamoError::Unreachable { .. }) {
                 connect_failures += 1;
             }
-            let delay = retry
+            let delay = self
                 .next_delay(attempts, started)
                 .filter(|_| connect_failures < retry.max_connect_attempts);
             let Some(delay) = delay else {
@@ -411,6 +442,19 @@ impl DynamoClient {
         inner
             .requests
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        #[cfg(feature = "harness")]
+        if let Some(transport) = &inner.transport {
+            let no_answer = |why: String| DynamoError::Transport {
+                operation: op,
+                endpoint: url.to_owned(),
+                source: why.into(),
+            };
+            let answer = tokio::time::timeout(timeout, transport.send(&target, body.clone()))
+                .await
+                .map_err(|_| no_answer(format!("timed out after {timeout:?}")))?;
+            let (status, bytes) = answer.map_err(no_answer)?;
+            return parse_response(op, url, status, &bytes);
+        }
         let mut request = inner.http.post(url).timeout(timeout).body(body.clone());
         for (name, value) in headers {
             request = request.header(HeaderName::from_static(name), header_value(name, value)?);
@@ -428,7 +472,7 @@ impl DynamoClient {
                 DynamoError::Transport {
                     operation: op,
                     endpoint,
-                    source,
+                    source: source.into(),
                 }
             }
         };

@@ -91,9 +91,9 @@ pub enum DynamoError {
         operation: &'static str,
         /// Where it was sent.
         endpoint: String,
-        /// The underlying HTTP client error (its chain names the cause).
+        /// Why no answer came (for HTTP, reqwest's error, whose chain names the cause).
         #[source]
-        source: reqwest::Error,
+        source: Box<dyn std::error::Error + Send + Sync>,
     },
 
     /// The connection could not even be opened: refused, no such host, a failed TLS

@@ -28,6 +28,8 @@ mod stream_view;
 mod streams;
 mod table;
 mod transact;
+#[cfg(feature = "harness")]
+mod transport;
 
 // What a user of the library meets: the client, its builder and retry settings, its
 // error and what the error carries, and what table set-up reports.
@@ -38,6 +40,8 @@ pub use error::{CancellationReason, DynamoError};
 pub use retry::RetryConfig;
 pub use stream_view::StreamViewType;
 pub use table::{EnsureReport, KeyAttribute, KeySchema, KeyType, TableDescription};
+#[cfg(feature = "harness")]
+pub use transport::Transport;
 
 // The wire operations: the crate's own, public only to the harness (the tests of the
 // wire client), so that they are not a surface every change must keep stable.

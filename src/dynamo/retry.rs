@@ -114,16 +114,25 @@ impl RetryConfig {
     /// How long to wait before trying again after `attempts` attempts begun at `started`,
     /// or `None` once the attempt or time bound says to stop.
     pub fn next_delay(&self, attempts: u32, started: tokio::time::Instant) -> Option<Duration> {
-        let delay = self.backoff(attempts);
+        self.next_delay_drawn(attempts, started, random_below)
+    }
+
+    /// [`next_delay`](Self::next_delay), with the jitter drawn by `draw` (a duration up to
+    /// the one it is given): a simulation draws it from its seed.
+    pub(crate) fn next_delay_drawn(
+        &self,
+        attempts: u32,
+        started: tokio::time::Instant,
+        draw: impl FnOnce(Duration) -> Duration,
+    ) -> Option<Duration> {
+        let delay = draw(self.backoff_cap(attempts));
         let within_time = started.elapsed().saturating_add(delay) <= self.max_elapsed;
         (attempts < self.max_attempts && within_time).then_some(delay)
     }
 
     /// The delay before retry number `retry` (1 for the first retry), jittered.
     pub fn backoff(&self, retry: u32) -> Duration {
-        let cap = self.backoff_cap(retry);
-        let nanos = u64::try_from(cap.as_nanos()).unwrap_or(u64::MAX);
-        Duration::from_nanos(rand::random_range(0..=nanos))
+        random_below(self.backoff_cap(retry))
     }
 
     /// The upper bound of the delay before retry number `retry`.
@@ -133,6 +142,12 @@ impl RetryConfig {
             .saturating_mul(1 << doublings)
             .min(self.max_backoff)
     }
+}
+
+/// A uniformly random duration from zero to `cap`, both included.
+fn random_below(cap: Duration) -> Duration {
+    let nanos = u64::try_from(cap.as_nanos()).unwrap_or(u64::MAX);
+    Duration::from_nanos(rand::random_range(0..=nanos))
 }
 
 #[cfg(test)]

@@ -278,14 +278,19 @@ impl Layout {
         }
     }
 
-    /// The counter updates for `counts`, each on a random shard of its folder.
-    pub(super) fn counter_updates(&self, counts: FolderCounts) -> Vec<TransactWriteItem> {
+    /// The counter updates for `counts`, each on the shard of its folder that `shard`
+    /// picks (at random, below [`FOLDER_SHARDS`]).
+    pub(super) fn counter_updates(
+        &self,
+        counts: FolderCounts,
+        mut shard: impl FnMut() -> u8,
+    ) -> Vec<TransactWriteItem> {
         counts
             .into_iter()
             .filter(|(_, delta)| *delta != Counts::default())
             .map(|((parent, name), delta)| {
                 let mut sort = name;
-                sort.push(rand::random_range(0..FOLDER_SHARDS));
+                sort.push(shard() % FOLDER_SHARDS);
                 let key = self.item_key(&parent, &sort);
                 TransactWriteItem::Update(
                     UpdateItem::new(&self.table, key, "ADD #n :n, #x :x")

@@ -12,6 +12,14 @@
 //! | `CompareAndSwap { expected, new }`      | `Written(r)`, `Mismatch`                   |
 //! | `ConditionalDelete { rev }`             | `Deleted`, `Mismatch`                      |
 //! | `Create(v)` (only if absent)            | `Written(r)`, `AlreadyExists`              |
+//! | `PutUntil(v, e)`, `CreateUntil(v, e)`    | as `Put` and `Create`                       |
+//!
+//! `PutUntil` and `CreateUntil` write an entry that expires at time `e` (in the history's
+//! units): from `e` on the key is absent unless written again, and a write that takes
+//! effect at or after its own `e` leaves the key absent. Expiry is checked as one more
+//! operation per such write, completed at exactly `e`, so that the search orders it
+//! against the others by real time as it orders them among themselves; the state counts
+//! the expiries passed, so that they pass in time order.
 //!
 //! and any of them may end `Unknown`: it may or may not have taken effect, at any time after
 //! its invoke (even after later operations); it is never required to take effect. The
@@ -52,9 +60,18 @@ pub const NEVER: Time = Time::MAX;
 pub enum Op {
     Get,
     Put(Value),
-    CompareAndSwap { expected: Value, new: Value },
-    ConditionalDelete { rev: Rev },
+    CompareAndSwap {
+        expected: Value,
+        new: Value,
+    },
+    ConditionalDelete {
+        rev: Rev,
+    },
     Create(Value),
+    /// A put of an entry that expires at the given time.
+    PutUntil(Value, Time),
+    /// A create of an entry that expires at the given time.
+    CreateUntil(Value, Time),
 }
 
 impl Op {
@@ -72,6 +89,27 @@ impl Op {
     }
     pub fn create(value: impl Into<Value>) -> Op {
         Op::Create(value.into())
+    }
+    /// A put, of an entry expiring at `until` if given.
+    pub fn put_until(value: impl Into<Value>, until: Option<Time>) -> Op {
+        match until {
+            Some(t) => Op::PutUntil(value.into(), t),
+            None => Op::Put(value.into()),
+        }
+    }
+    /// A create, of an entry expiring at `until` if given.
+    pub fn create_until(value: impl Into<Value>, until: Option<Time>) -> Op {
+        match until {
+            Some(t) => Op::CreateUntil(value.into(), t),
+            None => Op::Create(value.into()),
+        }
+    }
+    /// When the entry this op writes expires.
+    fn expiry(&self) -> Option<Time> {
+        match self {
+            Op::PutUntil(_, t) | Op::CreateUntil(_, t) => Some(*t),
+            _ => None,
+        }
     }
 }
 
@@ -591,7 +629,8 @@ enum Obs {
 enum Step {
     ReadAbsent,
     Read(u32, Obs),
-    Put(u32, RevSym),
+    /// A put; with the index of its expiry when it has one.
+    Put(u32, RevSym, Option<u32>),
     Cas {
         expected: u32,
         new: u32,
@@ -600,13 +639,32 @@ enum Step {
     CasFail(u32),
     Delete(Obs),
     DeleteFail(Obs),
-    Create(u32, RevSym),
+    Create(u32, RevSym, Option<u32>),
     CreateFail,
+    /// The `k`th expiry (in time order) passes.
+    Expire(u32),
+}
+
+impl Step {
+    /// Whether the step, wherever it can go without changing the state, changes no state
+    /// anywhere it can go: true of reads and failed conditions, which only constrain the
+    /// order. Not of an expiring write, which leaves the key as it is where its expiry has
+    /// passed and the key is absent, but empties it where the key holds a later write.
+    fn is_constraint(&self) -> bool {
+        !matches!(
+            self,
+            Step::Put(_, _, Some(_)) | Step::Create(_, _, Some(_)) | Step::Expire(_)
+        )
+    }
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Hash)]
 struct State {
     current: Option<(u32, RevSym)>,
+    /// The expiry of the entry held, if it has one.
+    current_expiry: Option<u32>,
+    /// How many expiries have passed.
+    expired: u32,
     /// Unresolved revision -> the unknown write that stored it, sorted; usually empty.
     bindings: Vec<(u32, u32)>,
     /// (unresolved revision, unknown write) pairs found different (by a `Mismatch`).
@@ -634,10 +692,10 @@ struct Compiled {
 fn expected_outcomes(op: &Op) -> &'static str {
     match op {
         Op::Get => "Found",
-        Op::Put(_) => "Written",
+        Op::Put(_) | Op::PutUntil(..) => "Written",
         Op::CompareAndSwap { .. } => "Written or Mismatch",
         Op::ConditionalDelete { .. } => "Deleted or Mismatch",
-        Op::Create(_) => "Written or AlreadyExists",
+        Op::Create(_) | Op::CreateUntil(..) => "Written or AlreadyExists",
     }
 }
 
@@ -651,7 +709,7 @@ fn compile(entries: &[(usize, Entry)]) -> Result<Compiled, String> {
             (&e.op, &e.outcome),
             (_, Outcome::Unknown)
                 | (Op::Get, Outcome::Found(_))
-                | (Op::Put(_), Outcome::Written(_))
+                | (Op::Put(_) | Op::PutUntil(..), Outcome::Written(_))
                 | (
                     Op::CompareAndSwap { .. },
                     Outcome::Written(_) | Outcome::Mismatch
@@ -660,7 +718,10 @@ fn compile(entries: &[(usize, Entry)]) -> Result<Compiled, String> {
                     Op::ConditionalDelete { .. },
                     Outcome::Deleted | Outcome::Mismatch
                 )
-                | (Op::Create(_), Outcome::Written(_) | Outcome::AlreadyExists)
+                | (
+                    Op::Create(_) | Op::CreateUntil(..),
+                    Outcome::Written(_) | Outcome::AlreadyExists
+                )
         );
         if !fits {
             return Err(format!(
@@ -741,11 +802,40 @@ fn compile(entries: &[(usize, Entry)]) -> Result<Compiled, String> {
         };
         e.outcome == Outcome::Unknown && !observed.contains_key(written.as_slice())
     };
+    // The expiries, in time order: (time, entry).
+    let mut expiries: Vec<(Time, usize)> = entries
+        .iter()
+        .enumerate()
+        .filter_map(|(i, (_, e))| e.op.expiry().map(|t| (t, i)))
+        .collect();
+    expiries.sort_unstable();
+    let expiry_of: HashMap<usize, u32> = expiries
+        .iter()
+        .enumerate()
+        .map(|(k, &(_, i))| (i, k as u32))
+        .collect();
     let mut order: Vec<usize> = (0..entries.len()).collect();
     order.sort_by_key(|&i| (entries[i].1.invoke, i));
-    let mut ops = Vec::with_capacity(entries.len());
+    let mut ops = Vec::with_capacity(entries.len() + expiries.len());
+    // Each expiry: an op completed at its instant, named by the write it ends, in the
+    // list where its instant falls among the invokes.
+    let push_expiry = |ops: &mut Vec<KeyOp>, k: usize| {
+        let (at, i) = expiries[k];
+        ops.push(KeyOp {
+            index: entries[i].0,
+            entry: i,
+            invoke: at,
+            complete: at,
+            step: Step::Expire(k as u32),
+        });
+    };
+    let mut next_expiry = 0;
     for i in order {
         let (index, e) = &entries[i];
+        while next_expiry < expiries.len() && expiries[next_expiry].0 < e.invoke {
+            push_expiry(&mut ops, next_expiry);
+            next_expiry += 1;
+        }
         let unknown = e.outcome == Outcome::Unknown;
         let this = ops.len() as u32;
         let new_rev = match &e.outcome {
@@ -765,7 +855,9 @@ fn compile(entries: &[(usize, Entry)]) -> Result<Compiled, String> {
             (Op::Get, Outcome::Unknown) => continue,
             (Op::Get, Outcome::Found(None)) => Step::ReadAbsent,
             (Op::Get, Outcome::Found(Some((v, r)))) => Step::Read(value(v), observe(r)),
-            (Op::Put(v), _) => Step::Put(value(v), new_rev),
+            (Op::Put(v) | Op::PutUntil(v, _), _) => {
+                Step::Put(value(v), new_rev, expiry_of.get(&i).copied())
+            }
             (Op::CompareAndSwap { expected, .. }, Outcome::Mismatch) => {
                 Step::CasFail(value(expected))
             }
@@ -776,8 +868,10 @@ fn compile(entries: &[(usize, Entry)]) -> Result<Compiled, String> {
             },
             (Op::ConditionalDelete { rev }, Outcome::Mismatch) => Step::DeleteFail(observe(rev)),
             (Op::ConditionalDelete { rev }, _) => Step::Delete(observe(rev)),
-            (Op::Create(_), Outcome::AlreadyExists) => Step::CreateFail,
-            (Op::Create(v), _) => Step::Create(value(v), new_rev),
+            (Op::Create(_) | Op::CreateUntil(..), Outcome::AlreadyExists) => Step::CreateFail,
+            (Op::Create(v) | Op::CreateUntil(v, _), _) => {
+                Step::Create(value(v), new_rev, expiry_of.get(&i).copied())
+            }
             (op, outcome) => unreachable!("{op:?} {outcome:?} passed the outcome check"),
         };
         ops.push(KeyOp {
@@ -787,6 +881,10 @@ fn compile(entries: &[(usize, Entry)]) -> Result<Compiled, String> {
             complete: if unknown { NEVER } else { e.complete },
             step,
         });
+    }
+    while next_expiry < expiries.len() {
+        push_expiry(&mut ops, next_expiry);
+        next_expiry += 1;
     }
     Ok(Compiled {
         ops,
@@ -850,7 +948,17 @@ fn rev_differ(held: RevSym, named: Obs, state: &mut State) -> bool {
 fn apply(step: &Step, state: &State) -> Option<State> {
     let with = |current: Option<(u32, RevSym)>| State {
         current,
+        current_expiry: None,
         ..state.clone()
+    };
+    // A write with an expiry: absent at once if that expiry has passed.
+    let expiring = |current: (u32, RevSym), expiry: Option<u32>| match expiry {
+        Some(k) if k < state.expired => with(None),
+        _ => State {
+            current: Some(current),
+            current_expiry: expiry,
+            ..state.clone()
+        },
     };
     match *step {
         Step::ReadAbsent => state.current.is_none().then(|| state.clone()),
@@ -862,7 +970,7 @@ fn apply(step: &Step, state: &State) -> Option<State> {
             let mut next = state.clone();
             rev_match(held_r, named, &mut next).then_some(next)
         }
-        Step::Put(v, r) => Some(with(Some((v, r)))),
+        Step::Put(v, r, expiry) => Some(expiring((v, r), expiry)),
         Step::Cas { expected, new, rev } => match state.current {
             Some((held, _)) if held == expected => Some(with(Some((new, rev)))),
             _ => None,
@@ -876,6 +984,7 @@ fn apply(step: &Step, state: &State) -> Option<State> {
             let mut next = state.clone();
             if rev_match(held_r, named, &mut next) {
                 next.current = None;
+                next.current_expiry = None;
                 Some(next)
             } else {
                 None
@@ -888,8 +997,17 @@ fn apply(step: &Step, state: &State) -> Option<State> {
                 None => Some(next),
             }
         }
-        Step::Create(v, r) => state.current.is_none().then(|| with(Some((v, r)))),
+        Step::Create(v, r, expiry) => state.current.is_none().then(|| expiring((v, r), expiry)),
         Step::CreateFail => state.current.is_some().then(|| state.clone()),
+        Step::Expire(k) => (k == state.expired).then(|| {
+            let mut next = state.clone();
+            next.expired += 1;
+            if state.current_expiry == Some(k) {
+                next.current = None;
+                next.current_expiry = None;
+            }
+            next
+        }),
     }
 }
 
@@ -1308,7 +1426,9 @@ impl<'a> Searcher<'a> {
                         if is_return {
                             break;
                         }
-                        if let Some(next) = apply(&self.ops[op as usize].step, &self.state)
+                        let step = &self.ops[op as usize].step;
+                        if step.is_constraint()
+                            && let Some(next) = apply(step, &self.state)
                             && next == self.state
                         {
                             next_cursor = if self.push(op, next, Cursor::Backtrack) {
@@ -1663,6 +1783,10 @@ impl Names<'_> {
             Step::Create(..) => format!("creates, but the key holds {held}"),
             Step::CreateFail => "reports AlreadyExists, but the key is absent".to_string(),
             Step::Put(..) => "a put always applies".to_string(),
+            Step::Expire(k) => format!(
+                "expiry {k} passes, but {} expiries have passed",
+                state.expired
+            ),
         }
     }
 }
@@ -1699,6 +1823,8 @@ fn show_op(e: &Entry) -> String {
         }
         Op::ConditionalDelete { rev } => format!("Delete(rev {})", show_bytes(rev.as_bytes())),
         Op::Create(v) => format!("Create({})", show_bytes(v)),
+        Op::PutUntil(v, t) => format!("Put({}, expires {t})", show_bytes(v)),
+        Op::CreateUntil(v, t) => format!("Create({}, expires {t})", show_bytes(v)),
     };
     let outcome = match &e.outcome {
         Outcome::Found(None) => "absent".to_string(),

@@ -4,6 +4,7 @@
 //! `writes`; the [`KvStore`] contract itself is here.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::{Duration, SystemTime};
 
 use async_trait::async_trait;
@@ -11,7 +12,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 
-use self::writes::{Transacted, backoff, pin, pin_condition};
+use self::writes::{Transacted, pin, pin_condition};
 use super::{
     Checkpoint, Condition, Entry, KvError, KvStore, Revision, TxnOp, WatchEvent, check_write, key,
     txn, unix_ms,
@@ -21,6 +22,7 @@ use crate::dynamo::{
     Query, TransactWriteItem, UpdateItem,
 };
 use crate::kv::layout::{Counts, FOLDER_SHARDS, LIVE, Layout, Row, SWEPT, Stored};
+use crate::lease::{Clock, SystemClock};
 use crate::safeguards::Safeguards;
 
 mod reads;
@@ -66,6 +68,9 @@ pub struct DynamoKv {
     safeguards: Safeguards,
     /// How often a watch keeps its shard iterators alive, if not every five minutes.
     watch_keep_alive: Option<Duration>,
+    /// The wall clock that judges expiry, and the back-off pauses: the system's, or a
+    /// simulation's (its seed replays them).
+    clock: Arc<dyn Clock>,
 }
 
 impl std::fmt::Debug for DynamoKv {
@@ -90,6 +95,7 @@ impl DynamoKv {
             },
             safeguards: Safeguards::default(),
             watch_keep_alive: None,
+            clock: Arc::new(SystemClock),
         }
     }
 
@@ -140,6 +146,20 @@ impl DynamoKv {
         self
     }
 
+    /// Judges expiry by `clock`'s wall clock instead of the system's, so that the
+    /// simulator can run the store on its paused time. Not for production use.
+    #[cfg(feature = "harness")]
+    #[doc(hidden)]
+    pub fn with_clock(mut self, clock: Arc<dyn Clock>) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Now, in milliseconds since the epoch, by the store's wall clock.
+    fn now_ms(&self) -> u64 {
+        unix_ms(SystemTime::UNIX_EPOCH + self.clock.unix_time())
+    }
+
     /// The table's name.
     pub fn table_name(&self) -> &str {
         &self.layout.table
@@ -164,11 +184,27 @@ impl KvStore for DynamoKv {
     #[tracing::instrument(level = "debug", skip_all, fields(key = %key::display(key)))]
     async fn get(&self, key: &[u8]) -> Result<Option<Entry>, KvError> {
         key::validate(key, self.layout.namespace.len())?;
-        let stored = self.read(key).await?;
-        // Live as of the answer, not the asking: a read retried until after the entry
-        // expired must not return it.
-        let now = unix_ms(SystemTime::now());
-        Ok(stored.filter(|s| s.is_live(now)).map(Stored::entry))
+        // DynamoDB read the item at some moment between the asking and the answer. An
+        // entry that expires after the answer was live then; one that expired before the
+        // asking was gone then. One that expired in between may have been either, and
+        // "gone" could claim a moment that never was (a later write may have replaced it
+        // before it expired): read again, from after its expiry.
+        for _ in 0..ATTEMPTS {
+            let asked = self.now_ms();
+            let stored = self.read(key).await?;
+            let answered = self.now_ms();
+            let expired_meanwhile = stored
+                .as_ref()
+                .and_then(|s| s.expires_ms)
+                .is_some_and(|e| e > asked && e <= answered);
+            if !expired_meanwhile {
+                return Ok(stored.filter(|s| s.is_live(answered)).map(Stored::entry));
+            }
+        }
+        Err(KvError::Contention {
+            key: key::display(key),
+            attempts: ATTEMPTS,
+        })
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(key = %key::display(key)))]
@@ -206,7 +242,7 @@ impl KvStore for DynamoKv {
                     _ => Err(condition.failure(key)),
                 };
             };
-            let live = stored.is_live(unix_ms(SystemTime::now()));
+            let live = stored.is_live(self.now_ms());
             let current = live.then_some((stored.value.as_ref(), &stored.revision));
             if !condition.holds(current) {
                 return Err(condition.failure(key));
@@ -269,7 +305,7 @@ impl KvStore for DynamoKv {
                 Err(e) if e.is_condition_failure() && !e.is_ambiguous() => {}
                 Err(e) => return Err(KvError::from(e).attempted(key, Some(&revision))),
             }
-            let now = unix_ms(SystemTime::now());
+            let now = self.now_ms();
             let before = match self.read(key).await? {
                 Some(s) if s.is_live(now) => s,
                 _ => return Err(Condition::Exists.failure(key)),
@@ -278,7 +314,7 @@ impl KvStore for DynamoKv {
                 continue;
             }
             // Gains an expiry for the first time: the update and `+1` on `x`, together.
-            let expressions = pin(Some(&before), true, unix_ms(SystemTime::now()));
+            let expressions = pin(Some(&before), true, self.now_ms());
             let mut slow = update(pin_condition(&expressions));
             slow.expressions
                 .expression_attribute_names
@@ -289,7 +325,7 @@ impl KvStore for DynamoKv {
             let mut counts = BTreeMap::new();
             self.layout.count(key, Counts { n: 0, x: 1 }, &mut counts);
             let mut items = vec![TransactWriteItem::Update(slow)];
-            items.extend(self.layout.counter_updates(counts));
+            items.extend(self.layout.counter_updates(counts, || self.pick_shard()));
             let sent = self.transact(&items).await;
             if sent
                 .map_err(|e| e.attempted(key, Some(&revision)))?
@@ -340,7 +376,7 @@ impl KvStore for DynamoKv {
         while let Some(page) = pages.next().await {
             let page = page?;
             // Live as of each page's answer.
-            let now = unix_ms(SystemTime::now());
+            let now = self.now_ms();
             for item in page.items {
                 match self.layout.row(&item)? {
                     Row::Counter(name, counts) => match &mut group {
@@ -368,7 +404,7 @@ impl KvStore for DynamoKv {
                 let end = key::prefix_end(&child).unwrap_or_default();
                 let mut live = false;
                 self.walk_folder(child.clone(), &child, &end, 16, &mut |s| {
-                    live = s.is_live(unix_ms(SystemTime::now()));
+                    live = s.is_live(self.now_ms());
                     !live
                 })
                 .await?;
@@ -398,7 +434,7 @@ impl KvStore for DynamoKv {
         let mut entries = Vec::new();
         self.walk(start, end, page, &mut |stored| {
             // Live as of the answer that brought it.
-            if stored.is_live(unix_ms(SystemTime::now())) {
+            if stored.is_live(self.now_ms()) {
                 entries.push(stored.entry());
             }
             entries.len() < limit
@@ -409,7 +445,7 @@ impl KvStore for DynamoKv {
 
     #[tracing::instrument(level = "debug", skip_all, fields(start = %key::display(start), end = %key::display(end)))]
     async fn delete_range(&self, start: &[u8], end: &[u8]) -> Result<usize, KvError> {
-        let now = unix_ms(SystemTime::now());
+        let now = self.now_ms();
         let items = self.collect(start, end, |_| true).await?;
         let removed = self.remove_all(items, &|_| true).await?;
         Ok(removed.iter().filter(|s| s.is_live(now)).count())
@@ -427,7 +463,7 @@ impl KvStore for DynamoKv {
             // Read every key, run the steps on what is live, and pin each key's change to
             // its item as read: the transaction applies only if none of them changed.
             let stored = self.read_many(&keys).await?;
-            let now = unix_ms(SystemTime::now());
+            let now = self.now_ms();
             let live = stored
                 .iter()
                 .map(|(k, s)| {
@@ -500,7 +536,7 @@ impl KvStore for DynamoKv {
                 items.push(item);
             }
             // Within DynamoDB's 100 items: `txn::check` counted every counter it may change.
-            let counters = self.layout.counter_updates(counts);
+            let counters = self.layout.counter_updates(counts, || self.pick_shard());
             items.extend(counters);
             let sent = self.transact(&items).await;
             match sent.map_err(|e| e.attempted_transaction(&plan.revisions))? {
@@ -508,7 +544,7 @@ impl KvStore for DynamoKv {
                 // A key changed between the read and the write: read again.
                 Transacted::NotApplied { refused } => {
                     contended = refused;
-                    backoff(attempt).await;
+                    self.backoff(attempt).await;
                 }
             }
         }
@@ -522,7 +558,7 @@ impl KvStore for DynamoKv {
 
     #[tracing::instrument(level = "debug", skip_all, fields(start = %key::display(start), end = %key::display(end)))]
     async fn sweep_expired(&self, start: &[u8], end: &[u8]) -> Result<usize, KvError> {
-        let now = unix_ms(SystemTime::now());
+        let now = self.now_ms();
         let expired = move |s: &Stored| !s.is_live(now);
         let items = self.collect(start, end, expired).await?;
         // Mark each first (its watchers then report an expiry, not a delete); a mark that

@@ -7,13 +7,13 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 
 use crate::dynamo::{
-    AttributeValue, DeleteItem, DynamoError, ExpressionAttributes, Item, PutItem, RetryConfig,
+    AttributeValue, DeleteItem, DynamoClient, DynamoError, ExpressionAttributes, Item, PutItem,
     TransactWriteItem,
 };
-use crate::kv::{Condition, KvError, Revision, TRANSACTION_MAX, key, unix_ms};
+use crate::kv::{Condition, KvError, Revision, TRANSACTION_MAX, key};
 
 use super::{ATTEMPTS, DELETE_BATCH, DynamoKv};
-use crate::kv::layout::{Counts, LIVE, Stored};
+use crate::kv::layout::{Counts, FOLDER_SHARDS, LIVE, Stored};
 
 /// The placeholders that pin a key to its item as read: its revision (and that it is
 /// still live at `now`, if `live_needed`), or its absence.
@@ -152,16 +152,16 @@ fn again(error: &DynamoError, sent_once: bool) -> Option<Again> {
 /// again itself: attempts and time as the policy bounds them, and connections that could
 /// not be opened at most `max_connect_attempts` times, as the client counts them.
 struct Budget<'a> {
-    retry: &'a RetryConfig,
+    client: &'a DynamoClient,
     started: tokio::time::Instant,
     attempts: u32,
     unreachable: u32,
 }
 
 impl<'a> Budget<'a> {
-    fn new(retry: &'a RetryConfig) -> Self {
+    fn new(client: &'a DynamoClient) -> Self {
         Self {
-            retry,
+            client,
             started: tokio::time::Instant::now(),
             attempts: 0,
             unreachable: 0,
@@ -174,16 +174,27 @@ impl<'a> Budget<'a> {
         if matches!(error, DynamoError::Unreachable { .. }) {
             self.unreachable += 1;
         }
-        self.retry
+        self.client
             .next_delay(self.attempts, self.started)
-            .filter(|_| self.unreachable < self.retry.max_connect_attempts)
+            .filter(|_| self.unreachable < self.client.retry_config().max_connect_attempts)
     }
 }
 
-/// A short random pause before attempt `attempt + 1`, growing with the attempts.
-pub(super) async fn backoff(attempt: u32) {
-    let cap = 5u64 << attempt.min(6);
-    tokio::time::sleep(Duration::from_millis(rand::random_range(1..=cap))).await;
+impl DynamoKv {
+    /// A random folder counter shard, drawn from the store's clock like its pauses (a
+    /// simulation's seed then picks the same shards again).
+    pub(super) fn pick_shard(&self) -> u8 {
+        let shards = Duration::from_nanos(u64::from(FOLDER_SHARDS));
+        u8::try_from(self.clock.random_pause(shards).as_nanos()).unwrap_or(0)
+    }
+
+    /// A pause before trying again after `attempt` lost races, random within a bound that
+    /// doubles each time, drawn from the store's clock (a simulation's seed replays it).
+    pub(super) async fn backoff(&self, attempt: u32) {
+        let cap = Duration::from_millis(5 << attempt.min(6));
+        let pause = Duration::from_millis(1) + self.clock.random_pause(cap);
+        tokio::time::sleep(pause).await;
+    }
 }
 
 impl DynamoKv {
@@ -202,7 +213,7 @@ impl DynamoKv {
         if let (Condition::Value(expected), false) =
             (condition, self.safeguards.compare_and_swap_conditional())
         {
-            let now = unix_ms(SystemTime::now());
+            let now = self.now_ms();
             self.planted_compare_and_swap(key, item, expected, now)
                 .await?;
             return Ok(true);
@@ -254,7 +265,7 @@ impl DynamoKv {
                 _ => return Err(condition.failure(key)),
             }
         };
-        let live = before.is_live(unix_ms(SystemTime::now()));
+        let live = before.is_live(self.now_ms());
         let current = live.then_some((before.value.as_ref(), &before.revision));
         if !condition.holds(current) {
             return Err(condition.failure(key));
@@ -310,7 +321,7 @@ impl DynamoKv {
                 .condition("attribute_not_exists(#pk)")
                 .name("#pk", "pk"),
         )];
-        items.extend(self.layout.counter_updates(counts));
+        items.extend(self.layout.counter_updates(counts, || self.pick_shard()));
         Ok(self.transact(&items).await?.applied().then_some(()))
     }
 
@@ -330,11 +341,11 @@ impl DynamoKv {
         items: &[TransactWriteItem],
     ) -> Result<Transacted, KvError> {
         let clocked = items.iter().any(names_the_clock);
-        let mut budget = Budget::new(self.client.retry_config());
+        let mut budget = Budget::new(&self.client);
         let mut conflicts = 0;
         loop {
             let sent = if clocked {
-                let fresh = at_time(items, unix_ms(SystemTime::now()));
+                let fresh = at_time(items, self.now_ms());
                 self.client.transact_write_items_once(&fresh).await
             } else {
                 self.client.transact_write_items(items).await
@@ -354,7 +365,14 @@ impl DynamoKv {
                     .map(|i| self.layout.name_of(i.key()));
                 return Ok(Transacted::NotApplied { refused });
             }
-            match again(&error, clocked) {
+            let again = again(&error, clocked).filter(|a| {
+                self.safeguards.throttled_transaction_retried()
+                    || !matches!(
+                        (a, &error),
+                        (Again::Throttled, DynamoError::TransactionCanceled { .. })
+                    )
+            });
+            match again {
                 Some(Again::Throttled) => match budget.next(&error) {
                     Some(delay) => tokio::time::sleep(delay).await,
                     None => return Err(error.into()),
@@ -368,7 +386,7 @@ impl DynamoKv {
                             attempts: conflicts,
                         });
                     }
-                    backoff(conflicts).await;
+                    self.backoff(conflicts).await;
                 }
                 None => return Err(error.into()),
             }
@@ -384,9 +402,15 @@ impl DynamoKv {
         F: FnMut(u64) -> Fut,
         Fut: Future<Output = Result<T, DynamoError>>,
     {
-        let mut budget = Budget::new(self.client.retry_config());
+        let mut budget = Budget::new(&self.client);
         loop {
-            match attempt(unix_ms(SystemTime::now())).await {
+            match attempt(self.now_ms()).await {
+                Err(e)
+                    if !self.safeguards.refused_write_retried()
+                        && e.code() == Some("TransactionConflictException") =>
+                {
+                    return Err(e);
+                }
                 Err(e) if e.is_retryable() && !e.is_ambiguous() => match budget.next(&e) {
                     Some(delay) => tokio::time::sleep(delay).await,
                     None => return Err(e),
@@ -412,7 +436,7 @@ impl DynamoKv {
                     .value(":rev", stored.revision.as_str()),
             ));
         }
-        writes.extend(self.layout.counter_updates(counts));
+        writes.extend(self.layout.counter_updates(counts, || self.pick_shard()));
         Ok(self.transact(&writes).await?.applied())
     }
 
@@ -499,14 +523,14 @@ impl DynamoKv {
         item: Item,
         live_needed: bool,
     ) -> Result<bool, KvError> {
-        let expressions = pin(Some(before), live_needed, unix_ms(SystemTime::now()));
+        let expressions = pin(Some(before), live_needed, self.now_ms());
         let mut put = PutItem::new(&self.layout.table, item).condition(pin_condition(&expressions));
         put.expressions = expressions;
         let mut counts = BTreeMap::new();
         self.layout
             .count(&before.key, Counts { n: 0, x: 1 }, &mut counts);
         let mut items = vec![TransactWriteItem::Put(put)];
-        items.extend(self.layout.counter_updates(counts));
+        items.extend(self.layout.counter_updates(counts, || self.pick_shard()));
         Ok(self.transact(&items).await?.applied())
     }
 

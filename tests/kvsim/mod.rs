@@ -1,0 +1,395 @@
+//! The key-value store in the deterministic simulator: the real [`DynamoKv`], several
+//! clients of it, over a table in process that answers as AWS does ([`table`]), on
+//! Tokio's paused clock, all drawn from one seed. Each run's history is checked for
+//! linearizability per key, expiry included ([`lincheck`](super::lincheck)), and every
+//! `list` against the table's own record of what was there while it ran ([`folders`]).
+//!
+//! Replays: the faults, the clients' choices, the table's timings and the client's
+//! retry jitter and back-off all come from the seed; only the revisions' names are
+//! random, and they steer nothing.
+
+pub mod expr;
+pub mod folders;
+pub mod table;
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use dynacommit::dynamo::{DynamoClient, RetryConfig};
+use dynacommit::kv::{DynamoKv, KvError, KvStore, TxnOp};
+use dynacommit::lease::{Clock, PlantedBug};
+use futures::future::BoxFuture;
+use rand::rngs::StdRng;
+use rand::{RngExt, SeedableRng};
+use tokio::time::Instant;
+
+use super::lincheck::{self, Entry, Op, Outcome, Time};
+use table::{EPOCH_MS, FakeTable, Faults, Link};
+
+/// The keys the clients work on: two top folders, one nested.
+pub const KEYS: [&str; 4] = ["a/1", "a/2", "a/s/3", "b/4"];
+/// The prefixes the clients list.
+pub const PREFIXES: [&str; 3] = ["", "a/", "a/s/"];
+/// Clients, each a store of its own over the one table.
+const CLIENTS: usize = 4;
+/// How long the clients work.
+const RUN_FOR: Duration = Duration::from_secs(6);
+
+/// The clients' clock: Tokio's paused time, the wall clock from [`EPOCH_MS`], pauses
+/// from the seed.
+#[derive(Debug)]
+struct SimClock {
+    origin: Instant,
+    pauses: Mutex<StdRng>,
+}
+
+impl Clock for SimClock {
+    fn now(&self) -> Instant {
+        Instant::now()
+    }
+
+    fn sleep_until(&self, deadline: Instant) -> BoxFuture<'static, ()> {
+        Box::pin(tokio::time::sleep_until(deadline))
+    }
+
+    fn unix_time(&self) -> Duration {
+        Duration::from_millis(EPOCH_MS) + self.origin.elapsed()
+    }
+
+    fn random_pause(&self, bound: Duration) -> Duration {
+        let nanos = bound.as_nanos().min(u64::MAX as u128) as u64;
+        if nanos == 0 {
+            return Duration::ZERO;
+        }
+        Duration::from_nanos(self.pauses.lock().unwrap().random_range(0..nanos))
+    }
+}
+
+/// Times of the history: Tokio's nanoseconds since the start, shifted left 16 bits, and
+/// made strictly increasing, so that events at one instant keep the order they happened
+/// in (one thread runs them) and an expiry's instant compares with them.
+struct Ticks {
+    origin: Instant,
+    last: Mutex<Time>,
+}
+
+impl Ticks {
+    fn at(&self, at: Instant) -> Time {
+        (at.saturating_duration_since(self.origin).as_nanos() as u64) << 16
+    }
+
+    fn tick(&self) -> Time {
+        let mut last = self.last.lock().unwrap();
+        *last = self.at(Instant::now()).max(*last + 1);
+        *last
+    }
+
+    /// The time of wall-clock instant `ms`.
+    fn of_wall_ms(&self, ms: u64) -> Time {
+        (ms.saturating_sub(EPOCH_MS) * 1_000_000) << 16
+    }
+}
+
+/// One `list` and what it returned.
+#[derive(Debug, Clone)]
+pub struct Listing {
+    pub prefix: String,
+    pub names: Vec<String>,
+    pub invoke: Instant,
+    pub complete: Instant,
+}
+
+/// What one seed's run did and found.
+#[derive(Debug, Default)]
+pub struct Run {
+    pub operations: usize,
+    pub unknown: usize,
+    pub listings: usize,
+    pub requests: u64,
+    pub violations: Vec<String>,
+    pub inconclusive: bool,
+}
+
+struct Shared {
+    ticks: Ticks,
+    history: Mutex<Vec<Entry>>,
+    listings: Mutex<Vec<Listing>>,
+    violations: Mutex<Vec<String>>,
+}
+
+impl Shared {
+    fn record(&self, client: usize, key: &str, op: Op, invoke: Time, outcome: Outcome) {
+        let complete = self.ticks.tick();
+        self.history
+            .lock()
+            .unwrap()
+            .push(Entry::new(client, key, op, outcome, invoke, complete));
+    }
+
+    fn violation(&self, what: String) {
+        self.violations.lock().unwrap().push(what);
+    }
+
+    /// The outcome of a write that failed: unknown if it may have applied; a definite
+    /// failure the caller cannot have caused is a violation (a raw DynamoDB answer the
+    /// store should have retried), and the write is left out (it did nothing).
+    fn failed_write(&self, client: usize, key: &str, op: Op, invoke: Time, error: KvError) {
+        if error.may_have_applied() {
+            self.record(client, key, op, invoke, Outcome::Unknown);
+        } else if !matches!(error, KvError::Contention { .. }) {
+            self.violation(format!(
+                "client {client}: {op:?} on {key} failed definitely: {error}"
+            ));
+        }
+    }
+}
+
+/// The store of one client, with `planted` taken out.
+fn store(table: &Arc<FakeTable>, clock: Arc<SimClock>, planted: Option<PlantedBug>) -> DynamoKv {
+    let retry = RetryConfig {
+        request_timeout: Duration::from_secs(1),
+        max_elapsed: Duration::from_secs(10),
+        call_deadline: Duration::from_secs(20),
+        ..RetryConfig::default()
+    };
+    let client = DynamoClient::builder()
+        .with_endpoint("http://simulated.invalid:8000")
+        .with_region("us-east-1")
+        .with_credentials("sim", "sim", None)
+        .with_retry(retry)
+        .with_transport(Arc::new(Link(table.clone())))
+        .build()
+        .unwrap();
+    let kv = DynamoKv::new(client, "kv")
+        .with_ttl_grace(Some(Duration::from_secs(1)))
+        .with_clock(clock);
+    match planted {
+        Some(bug) => kv.with_planted_bug(bug),
+        None => kv,
+    }
+}
+
+/// One client's work: random operations on [`KEYS`] until `until`.
+async fn client(id: usize, kv: DynamoKv, shared: Arc<Shared>, mut rng: StdRng, until: Instant) {
+    // What this client last saw of each key: the basis of its conditional operations.
+    let mut seen: Vec<Option<(Vec<u8>, dynacommit::kv::Revision)>> = vec![None; KEYS.len()];
+    let mut seq = 0u64;
+    while Instant::now() < until {
+        seq += 1;
+        let k = rng.random_range(0..KEYS.len());
+        let key = KEYS[k];
+        let fresh = format!("c{id}-{seq}").into_bytes();
+        let roll = rng.random_range(0..100);
+        // Some writes expire, soon enough to expire within the run.
+        let expires_ms = rng.random_bool(0.4).then(|| {
+            EPOCH_MS
+                + Instant::now()
+                    .duration_since(shared.ticks.origin)
+                    .as_millis() as u64
+                + rng.random_range(20..1500)
+        });
+        let expires = expires_ms.map(|ms| SystemTime::UNIX_EPOCH + Duration::from_millis(ms));
+        let until_time = expires_ms.map(|ms| shared.ticks.of_wall_ms(ms));
+        let invoke = shared.ticks.tick();
+        if roll < 25 {
+            match kv.get(key.as_bytes()).await {
+                Ok(Some(entry)) => {
+                    seen[k] = Some((entry.value.to_vec(), entry.revision.clone()));
+                    let outcome = Outcome::found(entry.value.to_vec(), entry.revision.as_str());
+                    shared.record(id, key, Op::Get, invoke, outcome);
+                }
+                Ok(None) => shared.record(id, key, Op::Get, invoke, Outcome::absent()),
+                Err(e) => shared.violation(format!("client {id}: get {key} failed: {e}")),
+            }
+        } else if roll < 45 {
+            let op = Op::put_until(fresh.clone(), until_time);
+            match kv
+                .put(key.as_bytes(), Bytes::from(fresh.clone()), expires)
+                .await
+            {
+                Ok(rev) => {
+                    seen[k] = Some((fresh, rev.clone()));
+                    shared.record(id, key, op, invoke, Outcome::written(rev.as_str()));
+                }
+                Err(e) => shared.failed_write(id, key, op, invoke, e),
+            }
+        } else if roll < 55 {
+            let op = Op::create_until(fresh.clone(), until_time);
+            match kv
+                .create(key.as_bytes(), Bytes::from(fresh.clone()), expires)
+                .await
+            {
+                Ok(rev) => {
+                    seen[k] = Some((fresh, rev.clone()));
+                    shared.record(id, key, op, invoke, Outcome::written(rev.as_str()));
+                }
+                Err(KvError::AlreadyExists { .. }) => {
+                    shared.record(id, key, op, invoke, Outcome::AlreadyExists)
+                }
+                Err(e) => shared.failed_write(id, key, op, invoke, e),
+            }
+        } else if roll < 70 && seen[k].is_some() {
+            let expected = seen[k].as_ref().map(|s| s.0.clone()).unwrap_or_default();
+            let op = Op::cas(expected.clone(), fresh.clone());
+            match kv
+                .compare_and_swap(key.as_bytes(), &expected, Bytes::from(fresh.clone()), None)
+                .await
+            {
+                Ok(rev) => {
+                    seen[k] = Some((fresh, rev.clone()));
+                    shared.record(id, key, op, invoke, Outcome::written(rev.as_str()));
+                }
+                Err(KvError::CompareFailed { .. } | KvError::NotFound { .. }) => {
+                    shared.record(id, key, op, invoke, Outcome::Mismatch)
+                }
+                Err(e) => shared.failed_write(id, key, op, invoke, e),
+            }
+        } else if roll < 80 && seen[k].is_some() {
+            let rev = seen[k].as_ref().map(|s| s.1.clone()).unwrap();
+            let op = Op::delete(rev.as_str());
+            match kv.conditional_delete(key.as_bytes(), &rev).await {
+                Ok(()) => {
+                    seen[k] = None;
+                    shared.record(id, key, op, invoke, Outcome::Deleted);
+                }
+                Err(KvError::RevisionMismatch { .. } | KvError::NotFound { .. }) => {
+                    shared.record(id, key, op, invoke, Outcome::Mismatch)
+                }
+                Err(e) => shared.failed_write(id, key, op, invoke, e),
+            }
+        } else if roll < 90 {
+            let prefix = PREFIXES[rng.random_range(0..PREFIXES.len())];
+            let started = Instant::now();
+            match kv.list(prefix.as_bytes()).await {
+                Ok(names) => shared.listings.lock().unwrap().push(Listing {
+                    prefix: prefix.to_owned(),
+                    names: names
+                        .into_iter()
+                        .map(|n| String::from_utf8_lossy(&n).into_owned())
+                        .collect(),
+                    invoke: started,
+                    complete: Instant::now(),
+                }),
+                Err(e) => shared.violation(format!("client {id}: list {prefix:?} failed: {e}")),
+            }
+        } else {
+            // Two keys written in one transaction: each a put on its own key's history.
+            let other = (k + 1 + rng.random_range(0..KEYS.len() - 1)) % KEYS.len();
+            let second = format!("c{id}-{seq}t").into_bytes();
+            let ops = vec![
+                TxnOp::put(key.as_bytes(), Bytes::from(fresh.clone())),
+                TxnOp::put(KEYS[other].as_bytes(), Bytes::from(second.clone())),
+            ];
+            let writes = [(k, fresh), (other, second)];
+            match kv.transaction(ops).await {
+                Ok(revisions) => {
+                    for ((k, value), rev) in writes.into_iter().zip(revisions) {
+                        let Some(rev) = rev else {
+                            shared.violation(format!(
+                                "client {id}: a put of a transaction has no revision"
+                            ));
+                            continue;
+                        };
+                        seen[k] = Some((value.clone(), rev.clone()));
+                        shared.record(
+                            id,
+                            KEYS[k],
+                            Op::put(value),
+                            invoke,
+                            Outcome::written(rev.as_str()),
+                        );
+                    }
+                }
+                Err(e) if e.may_have_applied() => {
+                    for (k, value) in writes {
+                        shared.record(id, KEYS[k], Op::put(value), invoke, Outcome::Unknown);
+                    }
+                }
+                Err(KvError::Contention { .. }) => {}
+                Err(e) => {
+                    shared.violation(format!("client {id}: a transaction failed definitely: {e}"))
+                }
+            }
+        }
+    }
+}
+
+/// Runs seed `seed`, with `planted` taken out of every client's store.
+pub fn run_seed(seed: u64, planted: Option<PlantedBug>) -> Run {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    runtime.block_on(async move {
+        let mut rng = StdRng::seed_from_u64(seed);
+        let faults = Faults::draw(&mut rng);
+        let table = FakeTable::new(rng.random(), faults);
+        let origin = Instant::now();
+        let shared = Arc::new(Shared {
+            ticks: Ticks {
+                origin,
+                last: Mutex::new(0),
+            },
+            history: Mutex::default(),
+            listings: Mutex::default(),
+            violations: Mutex::default(),
+        });
+        let until = origin + RUN_FOR;
+        let sweeper = tokio::spawn(table.clone().sweep_ttl(until + Duration::from_secs(3)));
+        let mut clients = Vec::new();
+        let mut stores = Vec::new();
+        for id in 0..CLIENTS {
+            let clock = Arc::new(SimClock {
+                origin,
+                pauses: Mutex::new(StdRng::seed_from_u64(rng.random())),
+            });
+            let kv = store(&table, clock, planted);
+            stores.push(kv.clone());
+            let client_rng = StdRng::seed_from_u64(rng.random());
+            clients.push(tokio::spawn(client(
+                id,
+                kv,
+                shared.clone(),
+                client_rng,
+                until,
+            )));
+        }
+        for c in clients {
+            c.await.unwrap();
+        }
+        // Let what is still in flight (late writes, transactions) land.
+        tokio::time::sleep(Duration::from_secs(3)).await;
+        sweeper.await.unwrap();
+
+        let history = shared.history.lock().unwrap().clone();
+        let listings = shared.listings.lock().unwrap().clone();
+        let mut run = Run {
+            operations: history.len(),
+            unknown: history
+                .iter()
+                .filter(|e| e.outcome == Outcome::Unknown)
+                .count(),
+            listings: listings.len(),
+            requests: stores.iter().map(|s| s.client().requests_sent()).sum(),
+            violations: std::mem::take(&mut *shared.violations.lock().unwrap()),
+            inconclusive: false,
+        };
+        if std::env::var_os("DYNACOMMIT_KV_SIM_TRACE").is_some() {
+            for (i, e) in history.iter().enumerate() {
+                eprintln!("#{i} {e:?}");
+            }
+        }
+        match lincheck::check(&history) {
+            Ok(report) => run.inconclusive = !report.is_conclusive(),
+            Err(violation) => run
+                .violations
+                .push(format!("not linearizable:\n{violation}")),
+        }
+        let (changes, commits) = table.changes();
+        run.violations
+            .extend(folders::check(&listings, &changes, &commits, &table));
+        run
+    })
+}
