@@ -15,7 +15,8 @@ use bytes::Bytes;
 use common::fake_server::{FakeServer, Reply};
 use common::wire::THROTTLED;
 use dynacommit::dynamo::RetryConfig;
-use dynacommit::kv::{DynamoKv, KvError, KvStore, TxnOp};
+use dynacommit::kv::{DynamoKv, EventKind, KvError, KvStore, TxnOp};
+use futures::StreamExt;
 
 const TRANSACTION_CONFLICT: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#TransactionConflictException","message":"Transaction is ongoing for the item"}"#;
 const INTERNAL: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"Internal server error"}"#;
@@ -416,4 +417,62 @@ async fn a_write_built_per_attempt_gives_up_on_an_unreachable_endpoint_as_the_cl
     let error = kv.update(b"k", Bytes::from("v"), None).await.unwrap_err();
     assert!(!error.may_have_applied(), "nothing was sent: {error}");
     assert_eq!(client.requests_sent(), 2, "{error}");
+}
+
+/// The next event's kind, within 20 s.
+async fn next(
+    watch: &mut futures::stream::BoxStream<'static, Result<dynacommit::kv::WatchEvent, KvError>>,
+) -> EventKind {
+    tokio::time::timeout(Duration::from_secs(20), watch.next())
+        .await
+        .expect("no event within 20 s")
+        .expect("the watch ended")
+        .expect("the watch failed")
+        .kind
+}
+
+/// A sweep cut short between marking an expired entry and deleting it leaves its mark;
+/// a user's delete of that entry is then reported to watchers as a delete, as it is on
+/// the in-process store, not as an expiry. (It came out as `Expired`.)
+#[tokio::test]
+async fn a_user_delete_of_an_entry_a_sweep_marked_is_a_delete() {
+    const REFUSED: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#ValidationException","message":"refused by the test"}"#;
+    let real = format!("{}/", common::dynamodb_url());
+    // The sweep's marks reach DynamoDB Local; its deleting transaction does not.
+    let server = FakeServer::start(move |_, target| {
+        if target.ends_with(".TransactWriteItems") {
+            Reply::With(400, REFUSED.into())
+        } else {
+            Reply::Forward(real.clone())
+        }
+    })
+    .await;
+    let (direct, scripted) = stores(&server).await;
+    let mut watch = direct.watch(b"sw/", None);
+    assert_eq!(next(&mut watch).await, EventKind::Ready);
+    let expires = SystemTime::now() + Duration::from_millis(200);
+    direct
+        .put(b"sw/k", Bytes::from("v"), Some(expires))
+        .await
+        .unwrap();
+    assert!(matches!(next(&mut watch).await, EventKind::Put(_)));
+    // Waiting for the wall clock to pass the expiry, not for another task.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let cut_short = scripted.sweep_expired(b"sw/", b"sw0").await;
+    assert!(
+        cut_short.is_err(),
+        "the sweep's delete was refused: {cut_short:?}"
+    );
+    assert!(
+        !direct.delete(b"sw/k").await.unwrap(),
+        "the entry had expired: no live entry deleted"
+    );
+    assert_eq!(
+        next(&mut watch).await,
+        EventKind::Deleted {
+            key: b"sw/k".to_vec()
+        },
+        "a user's delete, though a sweep had marked the entry"
+    );
+    assert!(direct.get(b"sw/k").await.unwrap().is_none());
 }

@@ -10,8 +10,13 @@
 mod kvsim;
 mod lincheck;
 
+use std::time::{Duration, SystemTime};
+
+use bytes::Bytes;
+use dynacommit::kv::KvStore;
 use dynacommit::lease::PlantedBug;
-use kvsim::{Run, run_seed};
+use kvsim::table::{EPOCH_MS, FakeTable, Faults};
+use kvsim::{Run, SimClock, run_seed};
 
 /// Runs `seeds`, returning the seeds that found a violation, and the totals.
 fn run_seeds(seeds: std::ops::Range<u64>, planted: Option<PlantedBug>) -> (Vec<(u64, Run)>, Run) {
@@ -109,4 +114,61 @@ fn the_simulator_catches_a_throttled_transaction_taken_as_final() {
 #[test]
 fn the_simulator_catches_a_compare_and_swap_that_is_not_atomic() {
     caught(PlantedBug::KvSwapWithoutCondition, 40);
+}
+
+/// A `list` and a `range` whose page was read while an entry was live, and answered after
+/// it expired, the key rewritten meanwhile: the key was live all the while, so both must
+/// show it. (They judged the entry as of the answer, found it expired, and left the key
+/// out: the review of the simulator's first run found it.)
+#[test]
+fn a_page_answered_after_its_entry_expired_still_shows_a_key_rewritten_meanwhile() {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_time()
+        .start_paused(true)
+        .build()
+        .unwrap();
+    runtime.block_on(async {
+        let table = FakeTable::new(7, Faults::calm(Duration::from_millis(1)));
+        let origin = tokio::time::Instant::now();
+        let reader = kvsim::store(&table, SimClock::new(origin, 1), None);
+        let writer = kvsim::store(&table, SimClock::new(origin, 2), None);
+        let wall = |after: Duration| {
+            let now = origin.elapsed() + after;
+            SystemTime::UNIX_EPOCH + Duration::from_millis(EPOCH_MS) + now
+        };
+        for (i, read) in ["list", "range"].into_iter().enumerate() {
+            let key = format!("t{i}/k");
+            writer
+                .put(
+                    key.as_bytes(),
+                    Bytes::from("x"),
+                    Some(wall(Duration::from_millis(100))),
+                )
+                .await
+                .unwrap();
+            table.stall_next_query(Duration::from_millis(300));
+            let prefix = format!("t{i}/");
+            let reader = reader.clone();
+            let seen = tokio::spawn(async move {
+                match read {
+                    "list" => reader.list(prefix.as_bytes()).await.unwrap().len(),
+                    _ => reader
+                        .range(prefix.as_bytes(), b"", None)
+                        .await
+                        .unwrap()
+                        .len(),
+                }
+            });
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            writer
+                .put(key.as_bytes(), Bytes::from("y"), None)
+                .await
+                .unwrap();
+            assert_eq!(
+                seen.await.unwrap(),
+                1,
+                "{read} left out {key}, live all the while"
+            );
+        }
+    });
 }

@@ -44,7 +44,8 @@ pub(super) struct Layout {
 }
 
 /// The attribute a sweep marks an expired entry with before deleting it, so that watchers
-/// tell its removal from a delete.
+/// tell its removal from a delete. A user's delete takes the mark off first and requires
+/// it absent, so that its removal is reported as a delete whatever a sweep did before.
 pub(super) const SWEPT: &str = "swept";
 
 /// A stored item of this store, expired or not.
@@ -56,11 +57,37 @@ pub(super) struct Stored {
     pub(super) expires_ms: Option<u64>,
     /// Counted in its folders' `x` (see the module's layout notes).
     pub(super) counted_expiring: bool,
+    /// Marked by a sweep about to delete it (see [`SWEPT`]).
+    pub(super) swept: bool,
+}
+
+/// What a read can say of an entry's liveness, knowing only that DynamoDB read it at
+/// some moment between `asked` and `answered` (ms since the epoch, the store's clock).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Judged {
+    /// Live at that moment: it expires after the answer, or never.
+    Live,
+    /// Expired by then: it expired before the asking.
+    Gone,
+    /// It expired in between, on one side of that moment or the other. "Gone" could name
+    /// a moment that never was (a later write may have replaced it before it expired):
+    /// read it again.
+    Uncertain,
 }
 
 impl Stored {
     pub(super) fn is_live(&self, now_ms: u64) -> bool {
         self.expires_ms.is_none_or(|e| e > now_ms)
+    }
+
+    /// This entry's liveness as read between `asked` and `answered`.
+    pub(super) fn judge(&self, asked: u64, answered: u64) -> Judged {
+        match self.expires_ms {
+            None => Judged::Live,
+            Some(e) if e > answered => Judged::Live,
+            Some(e) if e <= asked => Judged::Gone,
+            Some(_) => Judged::Uncertain,
+        }
     }
 
     pub(super) fn entry(self) -> Entry {
@@ -258,6 +285,7 @@ impl Layout {
             revision: Revision::from(revision),
             expires_ms,
             counted_expiring,
+            swept: item.contains_key(SWEPT),
         }))
     }
 
@@ -271,6 +299,29 @@ impl Layout {
         }
     }
 
+    /// Moves `item`, if it is a folder counter update, to shard `shard` of its folder:
+    /// for a transaction refused because another in flight holds that shard, which any
+    /// other shard serves as well. `false` for any other item (a key: true contention).
+    pub(super) fn reshard(&self, item: &mut TransactWriteItem, shard: u8) -> bool {
+        let TransactWriteItem::Update(update) = item else {
+            return false;
+        };
+        let Some(AttributeValue::B(sk)) = update.key.get("sk") else {
+            return false;
+        };
+        if !is_counter(sk) {
+            return false;
+        }
+        let mut moved = sk.to_vec();
+        if let Some(last) = moved.last_mut() {
+            *last = shard;
+        }
+        update
+            .key
+            .insert("sk".to_owned(), AttributeValue::B(Bytes::from(moved)));
+        true
+    }
+
     /// `delta` on one shard of each folder `key` sits in.
     pub(super) fn count(&self, key: &[u8], delta: Counts, counts: &mut FolderCounts) {
         for (parent, name) in key::folders(key) {
@@ -279,7 +330,7 @@ impl Layout {
     }
 
     /// The counter updates for `counts`, each on the shard of its folder that `shard`
-    /// picks (at random, below [`FOLDER_SHARDS`]).
+    /// picks (at random; below [`FOLDER_SHARDS`] but in a benchmark of that number).
     pub(super) fn counter_updates(
         &self,
         counts: FolderCounts,
@@ -290,7 +341,7 @@ impl Layout {
             .filter(|(_, delta)| *delta != Counts::default())
             .map(|((parent, name), delta)| {
                 let mut sort = name;
-                sort.push(shard() % FOLDER_SHARDS);
+                sort.push(shard());
                 let key = self.item_key(&parent, &sort);
                 TransactWriteItem::Update(
                     UpdateItem::new(&self.table, key, "ADD #n :n, #x :x")

@@ -7,7 +7,6 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
-use tokio::time::Instant;
 
 use super::Listing;
 use super::table::{Change, FakeTable, Key};
@@ -32,10 +31,10 @@ fn live_name(key: &Key, item: &serde_json::Map<String, Value>, now_ms: u64) -> O
     Some(String::from_utf8_lossy(&name).into_owned())
 }
 
-/// The live keys at `at`, by the changes up to it.
-fn live_at(changes: &[Change], at: Instant, now_ms: u64) -> BTreeSet<String> {
+/// The live keys after the first `count` changes, judged at wall time `now_ms`.
+fn live_after(changes: &[Change], count: usize, now_ms: u64) -> BTreeSet<String> {
     let mut items: BTreeMap<&Key, &serde_json::Map<String, Value>> = BTreeMap::new();
-    for change in changes.iter().take_while(|c| c.at <= at) {
+    for change in &changes[..count] {
         match &change.item {
             Some(item) => items.insert(&change.key, item),
             None => items.remove(&change.key),
@@ -58,7 +57,42 @@ fn names_under(prefix: &str, live: &BTreeSet<String>) -> BTreeSet<String> {
         .collect()
 }
 
-/// Every violation of the folder invariants among `listings`.
+/// The answers `list(prefix)` could give over `log` while `listing` ran: for each state
+/// the log passed through meanwhile, the names live at its start (the most: expiry only
+/// takes names away) and at its end (the fewest). Changes in the same instant as the
+/// start or the end may fall on either side, so their states count too.
+fn answers(
+    listing: &Listing,
+    log: &[Change],
+    table: &FakeTable,
+) -> (Vec<BTreeSet<String>>, Vec<BTreeSet<String>>) {
+    let first = log.iter().take_while(|c| c.at < listing.invoke).count();
+    let last = log.iter().take_while(|c| c.at <= listing.complete).count();
+    let (mut most, mut fewest) = (Vec::new(), Vec::new());
+    for count in first..=last {
+        let from = match count {
+            0 => listing.invoke,
+            n => log[n - 1].at.max(listing.invoke),
+        };
+        let until = log
+            .get(count)
+            .map_or(listing.complete, |next| next.at.min(listing.complete))
+            .max(from);
+        most.push(names_under(
+            &listing.prefix,
+            &live_after(log, count, table.wall_ms_at(from)),
+        ));
+        fewest.push(names_under(
+            &listing.prefix,
+            &live_after(log, count, table.wall_ms_at(until)),
+        ));
+    }
+    (most, fewest)
+}
+
+/// Every violation of the folder invariants among `listings`: a name shown that no state
+/// of either view held live at any moment, or a name hidden that every state of both
+/// views held live throughout.
 pub fn check(
     listings: &[Listing],
     changes: &[Change],
@@ -67,32 +101,20 @@ pub fn check(
 ) -> Vec<String> {
     let mut violations = Vec::new();
     for listing in listings {
-        // The moments the answer may reflect: the start, the end (entries that expired
-        // meanwhile are gone by then), and every change while it ran.
-        let mut moments: BTreeSet<Instant> = BTreeSet::from([listing.invoke, listing.complete]);
-        for c in changes.iter().chain(commits) {
-            if c.at > listing.invoke && c.at <= listing.complete {
-                moments.insert(c.at);
-            }
-        }
-        let views: Vec<BTreeSet<String>> = moments
-            .iter()
-            .flat_map(|&at| {
-                let now_ms = table.wall_ms_at(at);
-                [changes, commits]
-                    .map(|log| names_under(&listing.prefix, &live_at(log, at, now_ms)))
-            })
-            .collect();
+        let (mut most, mut fewest) = answers(listing, changes, table);
+        let (more, fewer) = answers(listing, commits, table);
+        most.extend(more);
+        fewest.extend(fewer);
         let shown: BTreeSet<String> = listing.names.iter().cloned().collect();
         for name in &shown {
-            if !views.iter().any(|v| v.contains(name)) {
+            if !most.iter().any(|v| v.contains(name)) {
                 violations.push(format!(
                     "list({:?}) over {:?}..{:?} showed {name:?}, which held no live key at any moment of it",
                     listing.prefix, listing.invoke, listing.complete
                 ));
             }
         }
-        let always: BTreeSet<String> = views.iter().skip(1).fold(views[0].clone(), |all, v| {
+        let always: BTreeSet<String> = fewest.iter().skip(1).fold(fewest[0].clone(), |all, v| {
             all.intersection(v).cloned().collect()
         });
         for name in always.difference(&shown) {

@@ -52,6 +52,22 @@ pub struct Faults {
 }
 
 impl Faults {
+    /// No faults: only AWS's own answers to contention (transaction conflicts), and
+    /// transactions whose items take up to `transaction_item_time` each. (For
+    /// `benches/kv_hot_folder.rs`; the tests draw their faults.)
+    #[allow(dead_code)]
+    pub fn calm(transaction_item_time: Duration) -> Self {
+        Self {
+            throttle: 0.0,
+            cancel_throttled: 0.0,
+            server_error: 0.0,
+            lost_answer: 0.0,
+            late_apply: 0.0,
+            stall: 0.0,
+            transaction_item_time,
+        }
+    }
+
     /// A profile drawn from `rng`: calm seeds and stormy ones.
     pub fn draw(rng: &mut StdRng) -> Self {
         let storm = rng.random_bool(0.5);
@@ -91,8 +107,8 @@ struct State {
     partial: BTreeMap<Key, Option<Item>>,
     /// The items of transactions in flight.
     locked: BTreeSet<Key>,
-    /// Transactions by idempotency token: done or in flight.
-    tokens: HashMap<String, bool>,
+    /// Transactions by idempotency token: done or in flight, and the items sent.
+    tokens: HashMap<String, (bool, Value)>,
     /// Every change as Query sees it: a transaction's items one by one as they land.
     changes: Vec<Change>,
     /// Every change as GetItem sees it: a transaction's items all at its end.
@@ -107,6 +123,10 @@ pub struct FakeTable {
     origin: Instant,
     /// Requests answered, by operation.
     pub counts: Mutex<BTreeMap<String, u64>>,
+    /// Transactions cancelled because another in flight held one of their items.
+    pub conflicts: std::sync::atomic::AtomicU64,
+    /// A stall for the next Query, set by a test that scripts one.
+    stall_next_query: Mutex<Option<Duration>>,
 }
 
 /// What a request gets back.
@@ -158,6 +178,8 @@ impl FakeTable {
             faults,
             origin: Instant::now(),
             counts: Mutex::default(),
+            conflicts: Default::default(),
+            stall_next_query: Mutex::default(),
         })
     }
 
@@ -177,6 +199,12 @@ impl FakeTable {
 
     fn pick(&self, range: std::ops::Range<u64>) -> u64 {
         self.rng.lock().unwrap().random_range(range)
+    }
+
+    /// Makes the next Query answer `stall` after it read (for a scripted test).
+    #[allow(dead_code)]
+    pub fn stall_next_query(&self, stall: Duration) {
+        *self.stall_next_query.lock().unwrap() = Some(stall);
     }
 
     /// Every change so far, as Query saw it and as GetItem saw it.
@@ -323,7 +351,13 @@ impl FakeTable {
                 let _ = tx.send(throttled());
             }
             Fate::ServerError => {
-                let _ = tx.send(error(500, "InternalServerError", "Internal server error"));
+                // A 500 may come before the write applied or after it.
+                if self.chance(0.5) {
+                    let _ = apply(self.clone(), fate).await;
+                }
+                let answer = error(500, "InternalServerError", "Internal server error");
+                self.trace(&format!("{op} (500)"), body, &answer);
+                let _ = tx.send(answer);
             }
             Fate::LateApply(after) => {
                 let _ = tx.send(Err("connection reset before the answer".into()));
@@ -352,6 +386,24 @@ impl FakeTable {
         if self.chance(self.faults.server_error) {
             return error(500, "InternalServerError", "Internal server error");
         }
+        let consistent = match op {
+            "BatchGetItem" => request
+                .get("RequestItems")
+                .and_then(Value::as_object)
+                .is_some_and(|t| {
+                    t.values()
+                        .all(|k| k.get("ConsistentRead") == Some(&Value::Bool(true)))
+                }),
+            _ => request.get("ConsistentRead") == Some(&Value::Bool(true)),
+        };
+        if !consistent {
+            // Every read of the store must be consistent: the fake serves no other.
+            return error(
+                400,
+                "ValidationException",
+                "the simulator serves consistent reads only",
+            );
+        }
         let answer = {
             let state = self.state.lock().unwrap();
             match op {
@@ -360,7 +412,13 @@ impl FakeTable {
                 _ => query(&state, request, self.pick(1..5) as usize),
             }
         };
-        if self.chance(self.faults.stall) {
+        let scripted = match op {
+            "Query" => self.stall_next_query.lock().unwrap().take(),
+            _ => None,
+        };
+        if let Some(stall) = scripted {
+            tokio::time::sleep(stall).await;
+        } else if self.chance(self.faults.stall) {
             tokio::time::sleep(Duration::from_millis(self.pick(100..1500))).await;
         }
         answer
@@ -484,9 +542,17 @@ impl FakeTable {
         {
             let mut state = self.state.lock().unwrap();
             if let Some(token) = &token {
+                let sent = request.get("TransactItems").cloned().unwrap_or_default();
                 match state.tokens.get(token) {
-                    Some(true) => return ok(json!({})),
-                    Some(false) => {
+                    Some((_, earlier)) if *earlier != sent => {
+                        return error(
+                            400,
+                            "IdempotentParameterMismatchException",
+                            "The request uses the same client token as a previous, but non-identical request",
+                        );
+                    }
+                    Some((true, _)) => return ok(json!({})),
+                    Some((false, _)) => {
                         return error(
                             400,
                             "TransactionInProgressException",
@@ -505,6 +571,8 @@ impl FakeTable {
             }
             for (i, (_, _, key)) in steps.iter().enumerate() {
                 if state.locked.contains(key) {
+                    self.conflicts
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                     return reasons_with(
                         i,
                         json!({ "Code": "TransactionConflict", "Message": "Transaction is ongoing for the item" }),
@@ -538,7 +606,8 @@ impl FakeTable {
                 state.locked.insert(key.clone());
             }
             if let Some(token) = &token {
-                state.tokens.insert(token.clone(), false);
+                let sent = request.get("TransactItems").cloned().unwrap_or_default();
+                state.tokens.insert(token.clone(), (false, sent));
             }
         }
         // Phase two: each item written on its own, visible to Query as it lands.
@@ -591,8 +660,10 @@ impl FakeTable {
         for (_, _, key) in &steps {
             state.locked.remove(key);
         }
-        if let Some(token) = token {
-            state.tokens.insert(token, true);
+        if let Some(token) = token
+            && let Some(entry) = state.tokens.get_mut(&token)
+        {
+            entry.0 = true;
         }
         ok(json!({}))
     }
@@ -766,7 +837,9 @@ fn query(state: &State, request: &Map<String, Value>, page: usize) -> Answer {
             break;
         }
     }
-    let more = matched.len() > limit;
+    // As AWS does: a page that reached its limit names where it stopped, even when
+    // nothing is left (the next page is then empty).
+    let more = matched.len() >= limit;
     matched.truncate(limit);
     let mut body = json!({
         "Items": matched.iter().map(|(_, i)| Value::Object((*i).clone())).collect::<Vec<_>>(),

@@ -12,7 +12,7 @@ use bytes::Bytes;
 use futures::StreamExt;
 use futures::stream::BoxStream;
 
-use self::writes::{Transacted, pin, pin_condition};
+use self::writes::{Removal, Transacted, pin, pin_condition};
 use super::{
     Checkpoint, Condition, Entry, KvError, KvStore, Revision, TxnOp, WatchEvent, check_write, key,
     txn, unix_ms,
@@ -21,7 +21,7 @@ use crate::dynamo::{
     AttributeValue, ConditionCheck, DeleteItem, DynamoClient, DynamoError, EnsureReport, PutItem,
     Query, TransactWriteItem, UpdateItem,
 };
-use crate::kv::layout::{Counts, FOLDER_SHARDS, LIVE, Layout, Row, SWEPT, Stored};
+use crate::kv::layout::{Counts, FOLDER_SHARDS, Judged, LIVE, Layout, Row, SWEPT, Stored};
 use crate::lease::{Clock, SystemClock};
 use crate::safeguards::Safeguards;
 
@@ -68,6 +68,12 @@ pub struct DynamoKv {
     safeguards: Safeguards,
     /// How often a watch keeps its shard iterators alive, if not every five minutes.
     watch_keep_alive: Option<Duration>,
+    /// How many items each folder counter's changes are spread over ([`FOLDER_SHARDS`];
+    /// another number only in a benchmark of the choice).
+    folder_shards: u8,
+    /// Whether a transaction refused for a counter shard held by another in flight moves
+    /// to another shard (always, but in the benchmark that compares).
+    move_conflicting_shards: bool,
     /// The wall clock that judges expiry, and the back-off pauses: the system's, or a
     /// simulation's (its seed replays them).
     clock: Arc<dyn Clock>,
@@ -95,6 +101,8 @@ impl DynamoKv {
             },
             safeguards: Safeguards::default(),
             watch_keep_alive: None,
+            folder_shards: FOLDER_SHARDS,
+            move_conflicting_shards: true,
             clock: Arc::new(SystemClock),
         }
     }
@@ -143,6 +151,28 @@ impl DynamoKv {
     #[doc(hidden)]
     pub fn with_watch_keep_alive(mut self, every: Duration) -> Self {
         self.watch_keep_alive = Some(every);
+        self
+    }
+
+    /// Spreads each folder counter's changes over `shards` items (at least 1) instead of
+    /// [`FOLDER_SHARDS`], for the benchmark that chose that number
+    /// (`benches/kv_hot_folder.rs`). Reads count every shard they find, so stores of
+    /// different settings share a table. Not for production use.
+    #[cfg(feature = "harness")]
+    #[doc(hidden)]
+    pub fn with_folder_shards(mut self, shards: u8) -> Self {
+        self.folder_shards = shards.max(1);
+        self
+    }
+
+    /// Keeps a transaction refused for a folder counter shard held by another in flight
+    /// on that shard, backing off as for any contention, instead of moving it to another
+    /// shard at once: what the store did before, for the benchmark that compares the two.
+    /// Not for production use.
+    #[cfg(feature = "harness")]
+    #[doc(hidden)]
+    pub fn without_shard_moves(mut self) -> Self {
+        self.move_conflicting_shards = false;
         self
     }
 
@@ -252,7 +282,7 @@ impl KvStore for DynamoKv {
             }
             // Pinned to the revision read, so the check above still holds when it applies.
             if self
-                .remove_pinned(std::slice::from_ref(&stored))
+                .remove_pinned(std::slice::from_ref(&stored), Removal::User)
                 .await
                 .map_err(|e| e.attempted(key, None))?
             {
@@ -373,10 +403,13 @@ impl KvStore for DynamoKv {
             }
         };
         let mut pages = Box::pin(self.client.query_pages(query));
-        while let Some(page) = pages.next().await {
+        loop {
+            let asked = self.now_ms();
+            let Some(page) = pages.next().await else {
+                break;
+            };
             let page = page?;
-            // Live as of each page's answer.
-            let now = self.now_ms();
+            let answered = self.now_ms();
             for item in page.items {
                 match self.layout.row(&item)? {
                     Row::Counter(name, counts) => match &mut group {
@@ -388,7 +421,13 @@ impl KvStore for DynamoKv {
                     },
                     Row::Key(stored) => {
                         flush(&mut group, &mut names);
-                        if stored.is_live(now) {
+                        let live = match stored.judge(asked, answered) {
+                            Judged::Live => true,
+                            Judged::Gone => false,
+                            // Expired while the page was in flight: read it on its own.
+                            Judged::Uncertain => KvStore::get(self, &stored.key).await?.is_some(),
+                        };
+                        if live {
                             let (_, name) = key::split(&stored.key);
                             names.push((name.to_vec(), false));
                         }
@@ -402,13 +441,11 @@ impl KvStore for DynamoKv {
             if check {
                 let child = [folder, name.as_slice()].concat();
                 let end = key::prefix_end(&child).unwrap_or_default();
-                let mut live = false;
-                self.walk_folder(child.clone(), &child, &end, 16, &mut |s| {
-                    live = s.is_live(self.now_ms());
-                    !live
-                })
-                .await?;
-                if !live {
+                if self
+                    .live_entries(Some(&child), &child, &end, 16, 1)
+                    .await?
+                    .is_empty()
+                {
                     continue;
                 }
             }
@@ -431,23 +468,14 @@ impl KvStore for DynamoKv {
         let page = u32::try_from(limit.saturating_add(FOLDER_SHARDS as usize))
             .unwrap_or(1000)
             .min(1000);
-        let mut entries = Vec::new();
-        self.walk(start, end, page, &mut |stored| {
-            // Live as of the answer that brought it.
-            if stored.is_live(self.now_ms()) {
-                entries.push(stored.entry());
-            }
-            entries.len() < limit
-        })
-        .await?;
-        Ok(entries)
+        self.live_entries(None, start, end, page, limit).await
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(start = %key::display(start), end = %key::display(end)))]
     async fn delete_range(&self, start: &[u8], end: &[u8]) -> Result<usize, KvError> {
         let now = self.now_ms();
         let items = self.collect(start, end, |_| true).await?;
-        let removed = self.remove_all(items, &|_| true).await?;
+        let removed = self.remove_all(items, &|_| true, Removal::User).await?;
         Ok(removed.iter().filter(|s| s.is_live(now)).count())
     }
 
@@ -518,9 +546,20 @@ impl KvStore for DynamoKv {
                     (txn::Net::Deleted, Some(b)) => {
                         let x = -i64::from(b.counted_expiring);
                         self.layout.count(k, Counts { n: -1, x }, &mut counts);
+                        // A user's delete: reported as one, even of an item a sweep
+                        // marked (see `remove_pinned`).
+                        self.unmark(std::slice::from_ref(b)).await?;
                         let mut delete = DeleteItem::new(&self.layout.table, self.layout.key_of(k))
-                            .condition(condition);
-                        delete.expressions = expressions;
+                            .condition(format!("{condition} AND attribute_not_exists(#sw)"))
+                            .name("#sw", SWEPT);
+                        delete
+                            .expressions
+                            .expression_attribute_names
+                            .extend(expressions.expression_attribute_names);
+                        delete
+                            .expressions
+                            .expression_attribute_values
+                            .extend(expressions.expression_attribute_values);
                         TransactWriteItem::Delete(delete)
                     }
                     (txn::Net::Deleted | txn::Net::Unchanged, _) => {
@@ -595,7 +634,10 @@ impl KvStore for DynamoKv {
             .await
             .into_iter()
             .collect::<Result<Vec<()>, KvError>>()?;
-        Ok(self.remove_all(items, &expired).await?.len())
+        Ok(self
+            .remove_all(items, &expired, Removal::Sweep)
+            .await?
+            .len())
     }
 
     fn watch(

@@ -7,10 +7,10 @@ use bytes::Bytes;
 use futures::StreamExt;
 
 use crate::dynamo::{AttributeValue, GetItem, Item, Query};
-use crate::kv::{KvError, key};
+use crate::kv::{Entry, KvError, KvStore, key};
 
 use super::DynamoKv;
-use crate::kv::layout::{Counts, Row, Stored};
+use crate::kv::layout::{Counts, Judged, Row, Stored};
 
 impl DynamoKv {
     /// The item at `key`, expired or not, read consistently.
@@ -114,12 +114,15 @@ impl DynamoKv {
     /// each folder with a counter, where that counter sorts. It descends whatever the
     /// counter's sum: its shards are read one by one, not as one snapshot, so a sum of
     /// zero does not prove the folder empty.
+    ///
+    /// Each key comes with the store's clock when its page was asked for and when it came
+    /// (see [`Stored::judge`]).
     pub(super) async fn walk(
         &self,
         start: &[u8],
         end: &[u8],
         page: u32,
-        visit: &mut (dyn FnMut(Stored) -> bool + Send),
+        visit: &mut (dyn FnMut(Stored, (u64, u64)) -> bool + Send),
     ) -> Result<(), KvError> {
         if !end.is_empty() && end <= start {
             return Ok(());
@@ -143,7 +146,7 @@ impl DynamoKv {
         start: &'a [u8],
         end: &'a [u8],
         page: u32,
-        visit: &'a mut (dyn FnMut(Stored) -> bool + Send),
+        visit: &'a mut (dyn FnMut(Stored, (u64, u64)) -> bool + Send),
     ) -> futures::future::BoxFuture<'a, Result<bool, KvError>> {
         Box::pin(async move {
             let Some(query) = self.partition_query(&folder, start, end, page) else {
@@ -152,7 +155,12 @@ impl DynamoKv {
             let mut pages = Box::pin(self.client.query_pages(query));
             // The shards of one folder's counter sort together; their sum decides.
             let mut group: Option<(Vec<u8>, Counts)> = None;
-            while let Some(result) = pages.next().await {
+            loop {
+                let asked = self.now_ms();
+                let Some(result) = pages.next().await else {
+                    break;
+                };
+                let window = (asked, self.now_ms());
                 for item in result?.items {
                     let row = self.layout.row(&item)?;
                     let same_group =
@@ -177,7 +185,7 @@ impl DynamoKv {
                         Row::Key(stored) => {
                             let k = stored.key.as_slice();
                             let in_range = k >= start && (end.is_empty() || k < end);
-                            if in_range && !visit(stored) {
+                            if in_range && !visit(stored, window) {
                                 return Ok(false);
                             }
                         }
@@ -192,6 +200,55 @@ impl DynamoKv {
         })
     }
 
+    /// The live entries with `start <= key < end` (`end` empty: no end), in key order, at
+    /// most `limit`. Each is live at a moment its read could have been made; an entry that
+    /// expired while its page was in flight is read again on its own (a `get`), and the
+    /// walk goes on after it. `folder`: the folder every key of the range is in, where
+    /// the caller knows it (the walk then starts there, without reading its parent).
+    pub(super) async fn live_entries(
+        &self,
+        folder: Option<&[u8]>,
+        start: &[u8],
+        end: &[u8],
+        page: u32,
+        limit: usize,
+    ) -> Result<Vec<Entry>, KvError> {
+        let mut entries = Vec::new();
+        let mut from = start.to_vec();
+        loop {
+            let mut uncertain = None;
+            let mut visit = |stored: Stored, (asked, answered): (u64, u64)| {
+                match stored.judge(asked, answered) {
+                    Judged::Live => entries.push(stored.entry()),
+                    Judged::Gone => {}
+                    Judged::Uncertain => {
+                        uncertain = Some(stored.key);
+                        return false;
+                    }
+                }
+                entries.len() < limit
+            };
+            match folder {
+                Some(folder) => {
+                    self.walk_folder(folder.to_vec(), &from, end, page, &mut visit)
+                        .await?;
+                }
+                None => self.walk(&from, end, page, &mut visit).await?,
+            }
+            let Some(key) = uncertain else {
+                return Ok(entries);
+            };
+            if let Some(entry) = KvStore::get(self, &key).await? {
+                entries.push(entry);
+            }
+            if entries.len() >= limit {
+                return Ok(entries);
+            }
+            // Just after `key`: the least key above it.
+            from = [key.as_slice(), &[0]].concat();
+        }
+    }
+
     /// Every stored key in `start..end` that `pick` wants, as read.
     pub(super) async fn collect(
         &self,
@@ -200,7 +257,7 @@ impl DynamoKv {
         pick: impl Fn(&Stored) -> bool + Send + Sync,
     ) -> Result<Vec<Stored>, KvError> {
         let mut found = Vec::new();
-        self.walk(start, end, 1000, &mut |stored| {
+        self.walk(start, end, 1000, &mut |stored, _| {
             if pick(&stored) {
                 found.push(stored);
             }

@@ -8,12 +8,12 @@ use bytes::Bytes;
 
 use crate::dynamo::{
     AttributeValue, DeleteItem, DynamoClient, DynamoError, ExpressionAttributes, Item, PutItem,
-    TransactWriteItem,
+    TransactWriteItem, UpdateItem,
 };
 use crate::kv::{Condition, KvError, Revision, TRANSACTION_MAX, key};
 
 use super::{ATTEMPTS, DELETE_BATCH, DynamoKv};
-use crate::kv::layout::{Counts, FOLDER_SHARDS, LIVE, Stored};
+use crate::kv::layout::{Counts, LIVE, SWEPT, Stored};
 
 /// The placeholders that pin a key to its item as read: its revision (and that it is
 /// still live at `now`, if `live_needed`), or its absence.
@@ -105,6 +105,15 @@ fn at_time(items: &[TransactWriteItem], now: u64) -> Vec<TransactWriteItem> {
     items
 }
 
+/// Who removes an item, which decides what its watchers are told.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Removal {
+    /// A user's delete (`delete`, `delete_range`, a transaction's delete): `Deleted`.
+    User,
+    /// `sweep_expired`, after marking the item: `Expired`.
+    Sweep,
+}
+
 /// How a transaction ended, short of an error.
 pub(super) enum Transacted {
     Applied,
@@ -181,10 +190,34 @@ impl<'a> Budget<'a> {
 }
 
 impl DynamoKv {
+    /// Takes a sweep's mark off those of `items` that carry it, pinned to their
+    /// revision, so that a user's delete of them is reported as a delete (the mark alone
+    /// coming or going is no event). A mark that cannot come off found the item changed:
+    /// the pinned delete after it fails too, and its caller reads again.
+    pub(super) async fn unmark(&self, items: &[Stored]) -> Result<(), KvError> {
+        for stored in items.iter().filter(|s| s.swept) {
+            let unmark = UpdateItem::new(
+                &self.layout.table,
+                self.layout.key_of(&stored.key),
+                "REMOVE #sw",
+            )
+            .condition("#rev = :rev")
+            .name("#sw", SWEPT)
+            .name("#rev", "rev")
+            .value(":rev", stored.revision.as_str());
+            match self.client.update_item(&unmark).await {
+                Ok(_) => {}
+                Err(e) if e.is_condition_failure() => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Ok(())
+    }
+
     /// A random folder counter shard, drawn from the store's clock like its pauses (a
     /// simulation's seed then picks the same shards again).
     pub(super) fn pick_shard(&self) -> u8 {
-        let shards = Duration::from_nanos(u64::from(FOLDER_SHARDS));
+        let shards = Duration::from_nanos(u64::from(self.folder_shards));
         u8::try_from(self.clock.random_pause(shards).as_nanos()).unwrap_or(0)
     }
 
@@ -343,12 +376,17 @@ impl DynamoKv {
         let clocked = items.iter().any(names_the_clock);
         let mut budget = Budget::new(&self.client);
         let mut conflicts = 0;
+        // Counter updates move to another shard when one in flight holds theirs, at most
+        // this many times in all.
+        const MOVES: u32 = 4 * ATTEMPTS;
+        let mut moves = 0;
+        let mut items = items.to_vec();
         loop {
             let sent = if clocked {
-                let fresh = at_time(items, self.now_ms());
+                let fresh = at_time(&items, self.now_ms());
                 self.client.transact_write_items_once(&fresh).await
             } else {
-                self.client.transact_write_items(items).await
+                self.client.transact_write_items(&items).await
             };
             let error = match sent {
                 Ok(()) => return Ok(Transacted::Applied),
@@ -378,6 +416,21 @@ impl DynamoKv {
                     None => return Err(error.into()),
                 },
                 Some(Again::Conflict(index)) => {
+                    // A folder counter's shard held by another transaction: any other
+                    // shard serves, so go there at once rather than wait for this one.
+                    // (Bounded: shards all held for that long is contention after all.)
+                    moves += 1;
+                    let shard = self.pick_shard();
+                    if self.move_conflicting_shards
+                        && moves <= MOVES
+                        && let Some(item) = items.get_mut(index)
+                        && self.layout.reshard(item, shard)
+                    {
+                        // A moment's pause, so that writers refused together do not all
+                        // come back together.
+                        self.backoff(0).await;
+                        continue;
+                    }
                     conflicts += 1;
                     if conflicts >= ATTEMPTS {
                         let key = items.get(index).map(|i| self.layout.name_of(i.key()));
@@ -422,19 +475,34 @@ impl DynamoKv {
 
     /// Removes stored items exactly as read (pinned by revision), with their counters,
     /// in one transaction. `Ok(false)`: one of them changed meanwhile; nothing applied.
-    pub(super) async fn remove_pinned(&self, items: &[Stored]) -> Result<bool, KvError> {
+    /// `by`: a user's delete is reported to watchers as one even where a sweep marked the
+    /// item (the mark comes off first, and must stay off); a sweep's as an expiry.
+    pub(super) async fn remove_pinned(
+        &self,
+        items: &[Stored],
+        by: Removal,
+    ) -> Result<bool, KvError> {
+        if by == Removal::User {
+            self.unmark(items).await?;
+        }
+        let condition = match by {
+            Removal::User => "#rev = :rev AND attribute_not_exists(#sw)",
+            Removal::Sweep => "#rev = :rev",
+        };
         let mut counts = BTreeMap::new();
         let mut writes = Vec::with_capacity(items.len());
         for stored in items {
             let x = -i64::from(stored.counted_expiring);
             self.layout
                 .count(&stored.key, Counts { n: -1, x }, &mut counts);
-            writes.push(TransactWriteItem::Delete(
-                DeleteItem::new(&self.layout.table, self.layout.key_of(&stored.key))
-                    .condition("#rev = :rev")
-                    .name("#rev", "rev")
-                    .value(":rev", stored.revision.as_str()),
-            ));
+            let mut delete = DeleteItem::new(&self.layout.table, self.layout.key_of(&stored.key))
+                .condition(condition)
+                .name("#rev", "rev")
+                .value(":rev", stored.revision.as_str());
+            if by == Removal::User {
+                delete = delete.name("#sw", SWEPT);
+            }
+            writes.push(TransactWriteItem::Delete(delete));
         }
         writes.extend(self.layout.counter_updates(counts, || self.pick_shard()));
         Ok(self.transact(&writes).await?.applied())
@@ -562,10 +630,11 @@ impl DynamoKv {
         &self,
         items: Vec<Stored>,
         pick: &(dyn Fn(&Stored) -> bool + Send + Sync),
+        by: Removal,
     ) -> Result<Vec<Stored>, KvError> {
         let mut removed = Vec::new();
         for batch in batches(items) {
-            if self.remove_pinned(&batch).await? {
+            if self.remove_pinned(&batch, by).await? {
                 removed.extend(batch);
                 continue;
             }
@@ -575,7 +644,7 @@ impl DynamoKv {
                 let mut current = self.read(&stored.key).await?;
                 while let Some(item) = current.filter(|s| pick(s)) {
                     attempt += 1;
-                    if self.remove_pinned(std::slice::from_ref(&item)).await? {
+                    if self.remove_pinned(std::slice::from_ref(&item), by).await? {
                         removed.push(item);
                         break;
                     }

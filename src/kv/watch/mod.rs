@@ -240,13 +240,13 @@ impl Reader {
         match record.event_name {
             EventName::Insert | EventName::Modify => {
                 let image = record.new_image?;
-                // A sweep marks an expired entry before deleting it: the mark alone (the
-                // revision unchanged) is no change to report.
+                // A sweep marks an expired entry before deleting it, and a user's delete
+                // takes the mark off first: the mark alone coming or going (the revision
+                // unchanged) is no change to report.
                 let marked = |i: &crate::dynamo::Item| i.contains_key(SWEPT);
                 let rev = |i: &crate::dynamo::Item| i.get("rev").cloned();
                 if let Some(old) = &record.old_image
-                    && marked(&image)
-                    && !marked(old)
+                    && marked(&image) != marked(old)
                     && rev(old) == rev(&image)
                 {
                     return None;
