@@ -1,12 +1,12 @@
 //! How many items a folder counter's changes should be spread over: writers creating and
 //! deleting keys under one hot folder (Vault's `sys/expire/id/`, where every lease is a
-//! key), against the simulator's table, which answers contention as AWS does (a
-//! transaction meeting another in flight on one of its items is cancelled with
-//! `TransactionConflict`; DynamoDB Local never does that). Each create and delete is one
-//! transaction with a `+1` or `-1` on one shard of each of the key's three folders, so
-//! with one shard every two writers in flight conflict. Each row is run twice: with a
-//! transaction refused for a counter shard waiting to try that shard again (as the store
-//! did), and moving to another shard at once (as it does).
+//! key, here under `sys/expire/id/auth/token/`), against the simulator's table, which
+//! answers contention as AWS does (a transaction meeting another in flight on one of its
+//! items is cancelled with `TransactionConflict`; DynamoDB Local never does that). Each
+//! create and delete is one transaction with a `+1` or `-1` on one shard of each of the
+//! key's five folders, so with one shard every two writers in flight conflict. Each row
+//! is run twice: with a transaction refused for a counter shard waiting to try that
+//! shard again (as the store did), and moving to another shard at once (as it does).
 //!
 //! Time is Tokio's paused clock, under the table's latency model: 0.2 to 2 ms each way
 //! per request, and each item of a transaction applied up to `ITEM_TIME` after the last

@@ -299,10 +299,10 @@ impl Layout {
         }
     }
 
-    /// Moves `item`, if it is a folder counter update, to shard `shard` of its folder:
-    /// for a transaction refused because another in flight holds that shard, which any
-    /// other shard serves as well. `false` for any other item (a key: true contention).
-    pub(super) fn reshard(&self, item: &mut TransactWriteItem, shard: u8) -> bool {
+    /// Moves `item`, if it is a folder counter update, to the shard of its folder that
+    /// `shard` picks: for a transaction refused because another in flight holds its
+    /// shard, which any other shard serves as well. `false` for any other item (a key: true contention).
+    pub(super) fn reshard(&self, item: &mut TransactWriteItem, shard: impl FnOnce() -> u8) -> bool {
         let TransactWriteItem::Update(update) = item else {
             return false;
         };
@@ -314,7 +314,7 @@ impl Layout {
         }
         let mut moved = sk.to_vec();
         if let Some(last) = moved.last_mut() {
-            *last = shard;
+            *last = shard();
         }
         update
             .key

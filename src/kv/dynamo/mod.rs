@@ -634,8 +634,11 @@ impl KvStore for DynamoKv {
             .await
             .into_iter()
             .collect::<Result<Vec<()>, KvError>>()?;
+        // Deleted only while marked (see `remove_pinned`): an entry whose mark a user's
+        // delete took off is that delete's to remove, and is reported as one.
+        let marked_and_expired = move |s: &Stored| s.swept && expired(s);
         Ok(self
-            .remove_all(items, &expired, Removal::Sweep)
+            .remove_all(items, &marked_and_expired, Removal::Sweep)
             .await?
             .len())
     }

@@ -218,7 +218,9 @@ impl DynamoKv {
     /// simulation's seed then picks the same shards again).
     pub(super) fn pick_shard(&self) -> u8 {
         let shards = Duration::from_nanos(u64::from(self.folder_shards));
-        u8::try_from(self.clock.random_pause(shards).as_nanos()).unwrap_or(0)
+        let drawn = self.clock.random_pause(shards).as_nanos();
+        // Below the count whatever a clock answers.
+        u8::try_from(drawn % u128::from(self.folder_shards)).unwrap_or(0)
     }
 
     /// A pause before trying again after `attempt` lost races, random within a bound that
@@ -419,13 +421,12 @@ impl DynamoKv {
                     // A folder counter's shard held by another transaction: any other
                     // shard serves, so go there at once rather than wait for this one.
                     // (Bounded: shards all held for that long is contention after all.)
-                    moves += 1;
-                    let shard = self.pick_shard();
                     if self.move_conflicting_shards
-                        && moves <= MOVES
+                        && moves < MOVES
                         && let Some(item) = items.get_mut(index)
-                        && self.layout.reshard(item, shard)
+                        && self.layout.reshard(item, || self.pick_shard())
                     {
+                        moves += 1;
                         // A moment's pause, so that writers refused together do not all
                         // come back together.
                         self.backoff(0).await;
@@ -485,9 +486,11 @@ impl DynamoKv {
         if by == Removal::User {
             self.unmark(items).await?;
         }
+        // A sweep deletes only while its mark stays, a user's delete only while none is
+        // there: whichever removes the item, its watchers are told who did.
         let condition = match by {
             Removal::User => "#rev = :rev AND attribute_not_exists(#sw)",
-            Removal::Sweep => "#rev = :rev",
+            Removal::Sweep => "#rev = :rev AND attribute_exists(#sw)",
         };
         let mut counts = BTreeMap::new();
         let mut writes = Vec::with_capacity(items.len());
@@ -495,13 +498,11 @@ impl DynamoKv {
             let x = -i64::from(stored.counted_expiring);
             self.layout
                 .count(&stored.key, Counts { n: -1, x }, &mut counts);
-            let mut delete = DeleteItem::new(&self.layout.table, self.layout.key_of(&stored.key))
+            let delete = DeleteItem::new(&self.layout.table, self.layout.key_of(&stored.key))
                 .condition(condition)
                 .name("#rev", "rev")
+                .name("#sw", SWEPT)
                 .value(":rev", stored.revision.as_str());
-            if by == Removal::User {
-                delete = delete.name("#sw", SWEPT);
-            }
             writes.push(TransactWriteItem::Delete(delete));
         }
         writes.extend(self.layout.counter_updates(counts, || self.pick_shard()));

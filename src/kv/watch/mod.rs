@@ -240,13 +240,11 @@ impl Reader {
         match record.event_name {
             EventName::Insert | EventName::Modify => {
                 let image = record.new_image?;
-                // A sweep marks an expired entry before deleting it, and a user's delete
-                // takes the mark off first: the mark alone coming or going (the revision
-                // unchanged) is no change to report.
-                let marked = |i: &crate::dynamo::Item| i.contains_key(SWEPT);
+                // Every change of an entry gives it a new revision. What keeps the
+                // revision is bookkeeping: a sweep's mark on an expired entry before it
+                // deletes it, or a user's delete taking that mark off first. No event.
                 let rev = |i: &crate::dynamo::Item| i.get("rev").cloned();
                 if let Some(old) = &record.old_image
-                    && marked(&image) != marked(old)
                     && rev(old) == rev(&image)
                 {
                     return None;
