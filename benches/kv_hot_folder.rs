@@ -46,11 +46,7 @@ struct Figures {
 }
 
 fn run(shards: u8, moves: bool, seed: u64) -> Figures {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let runtime = kvsim::paused_runtime();
     runtime.block_on(async move {
         let table = FakeTable::new(seed, Faults::calm(ITEM_TIME));
         let origin = Instant::now();

@@ -122,11 +122,7 @@ fn the_simulator_catches_a_compare_and_swap_that_is_not_atomic() {
 /// out: the review of the simulator's first run found it.)
 #[test]
 fn a_page_answered_after_its_entry_expired_still_shows_a_key_rewritten_meanwhile() {
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_time()
-        .start_paused(true)
-        .build()
-        .unwrap();
+    let runtime = kvsim::paused_runtime();
     runtime.block_on(async {
         let table = FakeTable::new(7, Faults::calm(Duration::from_millis(1)));
         let origin = tokio::time::Instant::now();

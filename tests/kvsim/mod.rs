@@ -330,13 +330,18 @@ async fn client(id: usize, kv: DynamoKv, shared: Arc<Shared>, mut rng: StdRng, u
     }
 }
 
-/// Runs seed `seed`, with `planted` taken out of every client's store.
-pub fn run_seed(seed: u64, planted: Option<PlantedBug>) -> Run {
-    let runtime = tokio::runtime::Builder::new_current_thread()
+/// A runtime of one thread on Tokio's paused clock: what makes a seed replay.
+pub fn paused_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
         .enable_time()
         .start_paused(true)
         .build()
-        .unwrap();
+        .unwrap()
+}
+
+/// Runs seed `seed`, with `planted` taken out of every client's store.
+pub fn run_seed(seed: u64, planted: Option<PlantedBug>) -> Run {
+    let runtime = paused_runtime();
     runtime.block_on(async move {
         let mut rng = StdRng::seed_from_u64(seed);
         let faults = Faults::draw(&mut rng);
