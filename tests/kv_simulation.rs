@@ -168,3 +168,55 @@ fn a_page_answered_after_its_entry_expired_still_shows_a_key_rewritten_meanwhile
         }
     });
 }
+
+/// A sweep that marked an expired entry, then lost the race to a user's delete that took
+/// the mark off: the sweep must not delete the entry itself and count it, since its
+/// watchers, finding no mark, would report a delete. (It did: its delete asked only for
+/// the revision, which taking the mark off keeps.) The sweep's transaction is held until
+/// the user has taken the mark off; the user's, until the sweep's has been tried.
+#[test]
+fn a_sweep_does_not_delete_an_entry_whose_mark_a_user_took_off() {
+    let runtime = kvsim::paused_runtime();
+    runtime.block_on(async {
+        let table = FakeTable::new(9, Faults::calm(Duration::from_millis(1)));
+        let origin = tokio::time::Instant::now();
+        let user = kvsim::store(&table, SimClock::new(origin, 1), None);
+        let sweeper = kvsim::store(&table, SimClock::new(origin, 2), None);
+        let expires = SystemTime::UNIX_EPOCH
+            + Duration::from_millis(EPOCH_MS)
+            + origin.elapsed()
+            + Duration::from_millis(100);
+        user.put(b"s/k", Bytes::from("v"), Some(expires))
+            .await
+            .unwrap();
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        table.hold_next_transactions(&[Duration::from_millis(300), Duration::from_millis(600)]);
+        let sweep = tokio::spawn(async move { sweeper.sweep_expired(b"s/", b"s0").await });
+        // The sweep has marked the entry and sent its delete, which the table holds.
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!user.delete(b"s/k").await.unwrap(), "the entry had expired");
+        let swept = sweep.await.unwrap().unwrap();
+        // Who removed it, as a watcher would judge: the removed item's mark.
+        let (_, commits) = table.changes();
+        let of_k: Vec<_> = commits.iter().filter(|c| c.key.1 == b"k").collect();
+        let removal = of_k
+            .iter()
+            .rposition(|c| c.item.is_none())
+            .expect("the entry was removed");
+        let removed_by_sweep = removal
+            .checked_sub(1)
+            .and_then(|before| of_k[before].item.as_ref())
+            .is_some_and(|item| item.contains_key("swept"));
+        assert_eq!(
+            swept,
+            usize::from(removed_by_sweep),
+            "the sweep counted {swept} removal(s), and its watchers would see the removal as {}",
+            if removed_by_sweep {
+                "an expiry"
+            } else {
+                "a delete"
+            }
+        );
+        assert!(user.get(b"s/k").await.unwrap().is_none());
+    });
+}

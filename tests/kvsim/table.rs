@@ -127,6 +127,9 @@ pub struct FakeTable {
     pub conflicts: std::sync::atomic::AtomicU64,
     /// A stall for the next Query, set by a test that scripts one.
     stall_next_query: Mutex<Option<Duration>>,
+    /// How long each of the next transactions waits before it is checked and applied,
+    /// set by a test that scripts them.
+    hold_next_transactions: Mutex<std::collections::VecDeque<Duration>>,
 }
 
 /// What a request gets back.
@@ -180,6 +183,7 @@ impl FakeTable {
             counts: Mutex::default(),
             conflicts: Default::default(),
             stall_next_query: Mutex::default(),
+            hold_next_transactions: Mutex::default(),
         })
     }
 
@@ -199,6 +203,13 @@ impl FakeTable {
 
     fn pick(&self, range: std::ops::Range<u64>) -> u64 {
         self.rng.lock().unwrap().random_range(range)
+    }
+
+    /// Makes each of the next transactions wait the given time before it is checked and
+    /// applied, in the order they arrive (for a scripted test).
+    #[allow(dead_code)]
+    pub fn hold_next_transactions(&self, holds: &[Duration]) {
+        self.hold_next_transactions.lock().unwrap().extend(holds);
     }
 
     /// Makes the next Query answer `stall` after it read (for a scripted test).
@@ -477,6 +488,10 @@ impl FakeTable {
     /// them, the items locked, written one by one (each visible to Query as written), then
     /// the whole visible to GetItem.
     async fn transact(self: Arc<Self>, request: &Map<String, Value>) -> Answer {
+        let held = self.hold_next_transactions.lock().unwrap().pop_front();
+        if let Some(hold) = held {
+            tokio::time::sleep(hold).await;
+        }
         let items = request
             .get("TransactItems")
             .and_then(Value::as_array)
