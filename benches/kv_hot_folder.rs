@@ -25,7 +25,6 @@ use std::time::Duration;
 
 use bytes::Bytes;
 use dynacommit::kv::{FOLDER_SHARDS, KvError, KvStore};
-use kvsim::SimClock;
 use kvsim::table::{FakeTable, Faults};
 use tokio::time::Instant;
 
@@ -52,7 +51,7 @@ fn run(shards: u8, moves: bool, seed: u64) -> Figures {
         let origin = Instant::now();
         let mut writers = Vec::new();
         for w in 0..WRITERS {
-            let clock = SimClock::new(origin, seed * 1000 + w as u64);
+            let clock = kvsim::clock(origin, seed * 1000 + w as u64);
             let kv = kvsim::store(&table, clock, None).with_folder_shards(shards);
             let kv = if moves { kv } else { kv.without_shard_moves() };
             writers.push(tokio::spawn(async move {

@@ -11,9 +11,8 @@ use std::time::{Duration, SystemTime};
 
 use bytes::Bytes;
 use dynacommit::kv::{
-    Checkpoint, DynamoKv, EventKind, KvError, KvStore, MemoryKv, TxnOp, VALUE_MAX, WatchEvent,
+    Checkpoint, DynamoKv, EventKind, KvError, KvStore, MemoryKv, TxnOp, VALUE_MAX,
 };
-use futures::StreamExt;
 
 const TABLE: &str = "dynacommit-kv-tests";
 
@@ -460,24 +459,13 @@ async fn teleport_keep_alive(kv: Arc<dyn KvStore>) {
     assert_eq!(kv.get(b"/ka/a").await.unwrap().unwrap().expires, None);
 }
 
-/// The next event of `watch`, within a bound.
-async fn next_event(
-    watch: &mut (impl futures::Stream<Item = Result<WatchEvent, KvError>> + Unpin),
-) -> WatchEvent {
-    tokio::time::timeout(Duration::from_secs(20), watch.next())
-        .await
-        .expect("no event within 20 s")
-        .expect("the watch ended")
-        .expect("the watch failed")
-}
-
 /// Teleport's Events: ready, then put, delete and expiry, only under the prefix.
 async fn teleport_events(kv: Arc<dyn KvStore>) {
     let mut watch = kv.watch(b"/ev/", None);
-    assert_eq!(next_event(&mut watch).await.kind, EventKind::Ready);
+    assert_eq!(common::next_event(&mut watch).await.kind, EventKind::Ready);
     kv.put(b"/other", b("ignored"), None).await.unwrap();
     let rev = kv.put(b"/ev/a", b("1"), None).await.unwrap();
-    match next_event(&mut watch).await.kind {
+    match common::next_event(&mut watch).await.kind {
         EventKind::Put(entry) => {
             assert_eq!(
                 (entry.key.as_slice(), entry.value, entry.revision),
@@ -488,7 +476,7 @@ async fn teleport_events(kv: Arc<dyn KvStore>) {
     }
     kv.delete(b"/ev/a").await.unwrap();
     assert_eq!(
-        next_event(&mut watch).await.kind,
+        common::next_event(&mut watch).await.kind,
         EventKind::Deleted {
             key: b"/ev/a".to_vec()
         }
@@ -501,13 +489,13 @@ async fn teleport_events(kv: Arc<dyn KvStore>) {
     .await
     .unwrap();
     assert!(matches!(
-        next_event(&mut watch).await.kind,
+        common::next_event(&mut watch).await.kind,
         EventKind::Put(_)
     ));
     until_gone(&kv, b"/ev/b").await;
     assert_eq!(kv.sweep_expired(b"/ev/", b"/ev0").await.unwrap(), 1);
     assert_eq!(
-        next_event(&mut watch).await.kind,
+        common::next_event(&mut watch).await.kind,
         EventKind::Expired {
             key: b"/ev/b".to_vec()
         }
@@ -518,7 +506,7 @@ async fn teleport_events(kv: Arc<dyn KvStore>) {
 /// nothing repeated.
 async fn watch_resumes_after_a_checkpoint(kv: Arc<dyn KvStore>) {
     let mut watch = kv.watch(b"/res/", None);
-    assert_eq!(next_event(&mut watch).await.kind, EventKind::Ready);
+    assert_eq!(common::next_event(&mut watch).await.kind, EventKind::Ready);
     for i in 0..6 {
         kv.put(format!("/res/{i}").as_bytes(), b("v"), None)
             .await
@@ -526,7 +514,7 @@ async fn watch_resumes_after_a_checkpoint(kv: Arc<dyn KvStore>) {
     }
     let mut checkpoint: Option<Checkpoint> = None;
     for i in 0..3 {
-        let event = next_event(&mut watch).await;
+        let event = common::next_event(&mut watch).await;
         assert_eq!(event.key(), Some(format!("/res/{i}").as_bytes()));
         checkpoint = Some(event.checkpoint);
     }
@@ -537,9 +525,12 @@ async fn watch_resumes_after_a_checkpoint(kv: Arc<dyn KvStore>) {
             .unwrap();
     }
     let mut resumed = kv.watch(b"/res/", checkpoint);
-    assert_eq!(next_event(&mut resumed).await.kind, EventKind::Ready);
+    assert_eq!(
+        common::next_event(&mut resumed).await.kind,
+        EventKind::Ready
+    );
     for i in 3..8 {
-        let event = next_event(&mut resumed).await;
+        let event = common::next_event(&mut resumed).await;
         assert_eq!(
             event.key(),
             Some(format!("/res/{i}").as_bytes()),
@@ -762,7 +753,7 @@ async fn one_table_holds_the_store_and_its_leader_lock() {
         LockClient::with_leases(LeaseManager::new(Arc::new(leases), config).unwrap())
     };
     let mut watch = kv.watch(b"", None);
-    assert_eq!(next_event(&mut watch).await.kind, EventKind::Ready);
+    assert_eq!(common::next_event(&mut watch).await.kind, EventKind::Ready);
     let mut leader = locks().acquire("core/lock", "node-a").await.unwrap();
     assert!(matches!(
         locks().try_acquire("core/lock", "node-b").await,
@@ -776,7 +767,7 @@ async fn one_table_holds_the_store_and_its_leader_lock() {
     );
     assert_eq!(names(&kv, "core/").await, ["data"]);
     assert_eq!(kv.range(b"", b"", None).await.unwrap().len(), 1);
-    let event = next_event(&mut watch).await;
+    let event = common::next_event(&mut watch).await;
     assert_eq!(
         event.key(),
         Some(&b"core/data"[..]),
@@ -870,7 +861,7 @@ async fn a_resumed_watch_stands_at_its_checkpoint_until_the_replay(kv: Arc<dyn K
     // table's shard a record before the watch begins.
     kv.put(b"before-the-watch", b("v"), None).await.unwrap();
     let mut watch = kv.watch(b"w/", None);
-    let ready = next_event(&mut watch).await;
+    let ready = common::next_event(&mut watch).await;
     assert_eq!(ready.kind, EventKind::Ready);
     drop(watch);
     for i in 0..3 {
@@ -879,13 +870,16 @@ async fn a_resumed_watch_stands_at_its_checkpoint_until_the_replay(kv: Arc<dyn K
             .unwrap();
     }
     let mut resumed = kv.watch(b"w/", Some(ready.checkpoint));
-    let again = next_event(&mut resumed).await;
+    let again = common::next_event(&mut resumed).await;
     assert_eq!(again.kind, EventKind::Ready);
     drop(resumed);
     let mut from_ready = kv.watch(b"w/", Some(again.checkpoint));
-    assert_eq!(next_event(&mut from_ready).await.kind, EventKind::Ready);
+    assert_eq!(
+        common::next_event(&mut from_ready).await.kind,
+        EventKind::Ready
+    );
     for i in 0..3 {
-        let event = next_event(&mut from_ready).await;
+        let event = common::next_event(&mut from_ready).await;
         assert_eq!(event.key(), Some(format!("w/{i}").as_bytes()), "event {i}");
     }
 }

@@ -16,7 +16,6 @@ use common::fake_server::{FakeServer, Reply};
 use common::wire::THROTTLED;
 use dynacommit::dynamo::RetryConfig;
 use dynacommit::kv::{DynamoKv, EventKind, KvError, KvStore, TxnOp};
-use futures::StreamExt;
 
 const TRANSACTION_CONFLICT: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#TransactionConflictException","message":"Transaction is ongoing for the item"}"#;
 const INTERNAL: &str = r#"{"__type":"com.amazonaws.dynamodb.v20120810#InternalServerError","message":"Internal server error"}"#;
@@ -419,18 +418,6 @@ async fn a_write_built_per_attempt_gives_up_on_an_unreachable_endpoint_as_the_cl
     assert_eq!(client.requests_sent(), 2, "{error}");
 }
 
-/// The next event's kind, within 20 s.
-async fn next(
-    watch: &mut futures::stream::BoxStream<'static, Result<dynacommit::kv::WatchEvent, KvError>>,
-) -> EventKind {
-    tokio::time::timeout(Duration::from_secs(20), watch.next())
-        .await
-        .expect("no event within 20 s")
-        .expect("the watch ended")
-        .expect("the watch failed")
-        .kind
-}
-
 /// A sweep cut short between marking an expired entry and deleting it leaves its mark;
 /// a user's delete of that entry is then reported to watchers as a delete, as it is on
 /// the in-process store, not as an expiry. (It came out as `Expired`.)
@@ -449,13 +436,16 @@ async fn a_user_delete_of_an_entry_a_sweep_marked_is_a_delete() {
     .await;
     let (direct, scripted) = stores(&server).await;
     let mut watch = direct.watch(b"sw/", None);
-    assert_eq!(next(&mut watch).await, EventKind::Ready);
+    assert_eq!(common::next_event(&mut watch).await.kind, EventKind::Ready);
     let expires = SystemTime::now() + Duration::from_millis(200);
     direct
         .put(b"sw/k", Bytes::from("v"), Some(expires))
         .await
         .unwrap();
-    assert!(matches!(next(&mut watch).await, EventKind::Put(_)));
+    assert!(matches!(
+        common::next_event(&mut watch).await.kind,
+        EventKind::Put(_)
+    ));
     // Waiting for the wall clock to pass the expiry, not for another task.
     tokio::time::sleep(Duration::from_millis(300)).await;
     let cut_short = scripted.sweep_expired(b"sw/", b"sw0").await;
@@ -468,7 +458,7 @@ async fn a_user_delete_of_an_entry_a_sweep_marked_is_a_delete() {
         "the entry had expired: no live entry deleted"
     );
     assert_eq!(
-        next(&mut watch).await,
+        common::next_event(&mut watch).await.kind,
         EventKind::Deleted {
             key: b"sw/k".to_vec()
         },

@@ -16,7 +16,7 @@ use bytes::Bytes;
 use dynacommit::kv::KvStore;
 use dynacommit::lease::PlantedBug;
 use kvsim::table::{EPOCH_MS, FakeTable, Faults};
-use kvsim::{Run, SimClock, run_seed};
+use kvsim::{Run, run_seed};
 
 /// Runs `seeds`, returning the seeds that found a violation, and the totals.
 fn run_seeds(seeds: std::ops::Range<u64>, planted: Option<PlantedBug>) -> (Vec<(u64, Run)>, Run) {
@@ -126,8 +126,8 @@ fn a_page_answered_after_its_entry_expired_still_shows_a_key_rewritten_meanwhile
     runtime.block_on(async {
         let table = FakeTable::new(7, Faults::calm(Duration::from_millis(1)));
         let origin = tokio::time::Instant::now();
-        let reader = kvsim::store(&table, SimClock::new(origin, 1), None);
-        let writer = kvsim::store(&table, SimClock::new(origin, 2), None);
+        let reader = kvsim::store(&table, kvsim::clock(origin, 1), None);
+        let writer = kvsim::store(&table, kvsim::clock(origin, 2), None);
         let wall = |after: Duration| {
             let now = origin.elapsed() + after;
             SystemTime::UNIX_EPOCH + Duration::from_millis(EPOCH_MS) + now
@@ -180,8 +180,8 @@ fn a_sweep_does_not_delete_an_entry_whose_mark_a_user_took_off() {
     runtime.block_on(async {
         let table = FakeTable::new(9, Faults::calm(Duration::from_millis(1)));
         let origin = tokio::time::Instant::now();
-        let user = kvsim::store(&table, SimClock::new(origin, 1), None);
-        let sweeper = kvsim::store(&table, SimClock::new(origin, 2), None);
+        let user = kvsim::store(&table, kvsim::clock(origin, 1), None);
+        let sweeper = kvsim::store(&table, kvsim::clock(origin, 2), None);
         let expires = SystemTime::UNIX_EPOCH
             + Duration::from_millis(EPOCH_MS)
             + origin.elapsed()

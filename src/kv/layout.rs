@@ -301,7 +301,8 @@ impl Layout {
 
     /// Moves `item`, if it is a folder counter update, to the shard of its folder that
     /// `shard` picks: for a transaction refused because another in flight holds its
-    /// shard, which any other shard serves as well. `false` for any other item (a key: true contention).
+    /// shard, which any other shard serves as well. `false` for any other item (a key:
+    /// true contention).
     pub(super) fn reshard(&self, item: &mut TransactWriteItem, shard: impl FnOnce() -> u8) -> bool {
         let TransactWriteItem::Update(update) = item else {
             return false;

@@ -252,3 +252,18 @@ pub fn local_dynamodb(url: &str) -> [(&'static str, &str); 3] {
         ("AWS_SECRET_ACCESS_KEY", "dynacommitsecret"),
     ]
 }
+
+/// The next event of a key-value store's `watch`, within 20 s.
+pub async fn next_event(
+    watch: &mut (
+             impl futures::Stream<Item = Result<dynacommit::kv::WatchEvent, dynacommit::kv::KvError>>
+             + Unpin
+         ),
+) -> dynacommit::kv::WatchEvent {
+    use futures::StreamExt;
+    tokio::time::timeout(Duration::from_secs(20), watch.next())
+        .await
+        .expect("no event within 20 s")
+        .expect("the watch ended")
+        .expect("the watch failed")
+}

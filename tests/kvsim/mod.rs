@@ -9,6 +9,8 @@
 //! names of revisions and the transactions' idempotency tokens are random, and they
 //! steer nothing (they are only compared).
 
+#[path = "../sim/clock.rs"]
+pub mod clock;
 pub mod expr;
 pub mod folders;
 pub mod table;
@@ -19,13 +21,13 @@ use std::time::{Duration, SystemTime};
 use bytes::Bytes;
 use dynacommit::dynamo::{DynamoClient, RetryConfig};
 use dynacommit::kv::{DynamoKv, KvError, KvStore, TxnOp};
-use dynacommit::lease::{Clock, PlantedBug};
-use futures::future::BoxFuture;
+use dynacommit::lease::PlantedBug;
 use rand::rngs::StdRng;
 use rand::{RngExt, SeedableRng};
 use tokio::time::Instant;
 
 use super::lincheck::{self, Entry, Op, Outcome, Time};
+use clock::NodeClock;
 use table::{EPOCH_MS, FakeTable, Faults, Link};
 
 /// The keys the clients work on: two top folders, one nested.
@@ -37,44 +39,11 @@ const CLIENTS: usize = 4;
 /// How long the clients work.
 const RUN_FOR: Duration = Duration::from_secs(6);
 
-/// The clients' clock: Tokio's paused time, the wall clock from [`EPOCH_MS`], pauses
-/// from the seed.
-#[derive(Debug)]
-pub struct SimClock {
-    origin: Instant,
-    pauses: Mutex<StdRng>,
-}
-
-impl SimClock {
-    /// A clock whose wall time is [`EPOCH_MS`] at `origin`, its pauses drawn from `seed`.
-    pub fn new(origin: Instant, seed: u64) -> Arc<Self> {
-        Arc::new(Self {
-            origin,
-            pauses: Mutex::new(StdRng::seed_from_u64(seed)),
-        })
-    }
-}
-
-impl Clock for SimClock {
-    fn now(&self) -> Instant {
-        Instant::now()
-    }
-
-    fn sleep_until(&self, deadline: Instant) -> BoxFuture<'static, ()> {
-        Box::pin(tokio::time::sleep_until(deadline))
-    }
-
-    fn unix_time(&self) -> Duration {
-        Duration::from_millis(EPOCH_MS) + self.origin.elapsed()
-    }
-
-    fn random_pause(&self, bound: Duration) -> Duration {
-        let nanos = bound.as_nanos().min(u64::MAX as u128) as u64;
-        if nanos == 0 {
-            return Duration::ZERO;
-        }
-        Duration::from_nanos(self.pauses.lock().unwrap().random_range(0..nanos))
-    }
+/// A client's clock: the commit simulator's node clock (`tests/sim/clock.rs`) at Tokio's
+/// own rate and with no wall-clock offset, reading the simulations' epoch at `origin`, its
+/// pauses drawn from `seed`.
+pub fn clock(origin: Instant, seed: u64) -> Arc<NodeClock> {
+    Arc::new(NodeClock::new(origin, 1, 1, 0, seed))
 }
 
 /// Times of the history: Tokio's nanoseconds since the start, shifted left 16 bits, and
@@ -159,7 +128,7 @@ impl Shared {
 /// The store of one client, with `planted` taken out.
 pub fn store(
     table: &Arc<FakeTable>,
-    clock: Arc<SimClock>,
+    clock: Arc<NodeClock>,
     planted: Option<PlantedBug>,
 ) -> DynamoKv {
     let retry = RetryConfig {
@@ -361,7 +330,7 @@ pub fn run_seed(seed: u64, planted: Option<PlantedBug>) -> Run {
         let mut clients = Vec::new();
         let mut stores = Vec::new();
         for id in 0..CLIENTS {
-            let clock = SimClock::new(origin, rng.random());
+            let clock = clock(origin, rng.random());
             let kv = store(&table, clock, planted);
             stores.push(kv.clone());
             let client_rng = StdRng::seed_from_u64(rng.random());

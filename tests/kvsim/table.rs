@@ -29,8 +29,9 @@ use super::expr::{self, Item, Names};
 /// An item's place: partition and sort key bytes.
 pub type Key = (Vec<u8>, Vec<u8>);
 
-/// The wall clock's reading at the start of every simulation (2026-01-01), in ms.
-pub const EPOCH_MS: u64 = 1_767_225_600_000;
+/// The wall clock's reading at the start of every simulation (the clocks' epoch,
+/// 2026-01-01), in ms.
+pub const EPOCH_MS: u64 = super::clock::EPOCH.as_millis() as u64;
 
 /// How often each fault happens, per request.
 #[derive(Debug, Clone)]

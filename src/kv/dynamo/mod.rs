@@ -223,12 +223,11 @@ impl KvStore for DynamoKv {
             let asked = self.now_ms();
             let stored = self.read(key).await?;
             let answered = self.now_ms();
-            let expired_meanwhile = stored
-                .as_ref()
-                .and_then(|s| s.expires_ms)
-                .is_some_and(|e| e > asked && e <= answered);
-            if !expired_meanwhile {
-                return Ok(stored.filter(|s| s.is_live(answered)).map(Stored::entry));
+            match stored.map(|s| (s.judge(asked, answered), s)) {
+                None => return Ok(None),
+                Some((Judged::Live, s)) => return Ok(Some(s.entry())),
+                Some((Judged::Gone, _)) => return Ok(None),
+                Some((Judged::Uncertain, _)) => {}
             }
         }
         Err(KvError::Contention {
@@ -550,17 +549,9 @@ impl KvStore for DynamoKv {
                         // marked (see `remove_pinned`).
                         self.unmark(std::slice::from_ref(b)).await?;
                         let mut delete = DeleteItem::new(&self.layout.table, self.layout.key_of(k))
-                            .condition(format!("{condition} AND attribute_not_exists(#sw)"))
-                            .name("#sw", SWEPT);
-                        delete
-                            .expressions
-                            .expression_attribute_names
-                            .extend(expressions.expression_attribute_names);
-                        delete
-                            .expressions
-                            .expression_attribute_values
-                            .extend(expressions.expression_attribute_values);
-                        TransactWriteItem::Delete(delete)
+                            .condition(format!("{condition} AND attribute_not_exists(#sw)"));
+                        delete.expressions = expressions;
+                        TransactWriteItem::Delete(delete.name("#sw", SWEPT))
                     }
                     (txn::Net::Deleted | txn::Net::Unchanged, _) => {
                         let mut check = ConditionCheck::new(
