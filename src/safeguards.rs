@@ -76,6 +76,16 @@ pub enum PlantedBug {
     /// Takes out `Safeguards::throttled_transaction_retried` in the key-value store: a
     /// transaction cancelled for throttling (`ThrottlingError` reasons) fails at once.
     KvThrottledTransactionFinal,
+    /// Takes out `Safeguards::retry_reads_the_clock_again` in the key-value store: a write
+    /// it sends again after throttling names the time of its first attempt, so that a
+    /// write needing a live entry can apply over one that expired meanwhile (issue 22's
+    /// finding 1, in the form the code would regress to).
+    KvRetryKeepsFirstClock,
+    /// Takes out `Safeguards::child_resumed_at_its_first_number` in the key-value
+    /// store's watches: a checkpoint's child shard with nothing handed out yet is resumed
+    /// at `TRIM_HORIZON`, which never fails, so that records the stream trimmed meanwhile
+    /// are passed over in silence (issue 22's finding 2).
+    KvChildResumedAtTrimHorizon,
 }
 
 /// The safeguards in force for one lease manager or store: all of them, in production.
@@ -203,5 +213,17 @@ impl Safeguards {
     /// The key-value store: a transaction cancelled for throttling is sent again.
     pub(crate) fn throttled_transaction_retried(self) -> bool {
         !self.planted(PlantedBug::KvThrottledTransactionFinal)
+    }
+
+    /// The key-value store: a write sent again after throttling is built with a fresh
+    /// reading of the clock, so that the entry it needs live is judged live when it lands.
+    pub(crate) fn retry_reads_the_clock_again(self) -> bool {
+        !self.planted(PlantedBug::KvRetryKeepsFirstClock)
+    }
+
+    /// The key-value store's watches: a child shard with nothing handed out yet resumes
+    /// at its first sequence number, which the stream refuses once it has been trimmed.
+    pub(crate) fn child_resumed_at_its_first_number(self) -> bool {
+        !self.planted(PlantedBug::KvChildResumedAtTrimHorizon)
     }
 }

@@ -1,10 +1,15 @@
 //! The key-value store in the deterministic simulator (`kvsim`): the real `DynamoKv`
 //! over a table that answers as AWS does (transaction conflicts, throttling as errors and
-//! as cancellation reasons, lost answers, late writes, stalled reads, TTL deletes), its
-//! histories checked for linearizability with expiry and its listings against the
-//! folder invariants; and the planted bugs the runs must catch.
+//! as cancellation reasons, lost answers, late writes, stalled reads, TTL deletes, and a
+//! stream whose shards roll over, whose records are trimmed after a day and whose
+//! iterators expire), its histories checked for linearizability with expiry, its
+//! listings against the folder invariants and its watches against the table's changes;
+//! and the planted bugs the runs must catch.
 //!
-//! `DYNACOMMIT_KV_SIM_SEED=N` replays one seed and prints what it found.
+//! `DYNACOMMIT_KV_SIM_SEED=N` replays one seed and prints what it found;
+//! `DYNACOMMIT_KV_SIM_RATE=1` runs a planted bug over every seed and prints how many catch
+//! it; `DYNACOMMIT_KV_SIM_TRACE=1` prints every request and answer, and
+//! `DYNACOMMIT_KV_SIM_WATCH=1` each watcher's stops and resumes.
 #![allow(clippy::unwrap_used, clippy::expect_used)]
 
 mod kvsim;
@@ -34,6 +39,8 @@ fn run_seeds(seeds: std::ops::Range<u64>, planted: Option<PlantedBug>) -> (Vec<(
         total.operations += run.operations;
         total.unknown += run.unknown;
         total.listings += run.listings;
+        total.events += run.events;
+        total.watches_lost += run.watches_lost;
         total.requests += run.requests;
         total.inconclusive |= run.inconclusive;
         if !run.violations.is_empty() {
@@ -48,8 +55,13 @@ fn run_seeds(seeds: std::ops::Range<u64>, planted: Option<PlantedBug>) -> (Vec<(
 fn holds_over(seeds: std::ops::Range<u64>) {
     let (failed, total) = run_seeds(seeds, None);
     println!(
-        "{} operations ({} of unknown outcome), {} listings, {} requests",
-        total.operations, total.unknown, total.listings, total.requests
+        "{} operations ({} of unknown outcome), {} listings, {} events watched ({} watches lost), {} requests",
+        total.operations,
+        total.unknown,
+        total.listings,
+        total.events,
+        total.watches_lost,
+        total.requests
     );
     if let Some((seed, run)) = failed.first() {
         panic!(
@@ -66,17 +78,32 @@ fn holds_over(seeds: std::ops::Range<u64>) {
         total.unknown > 0,
         "no write of unknown outcome: the faults never struck"
     );
+    assert!(total.events > 0, "no watcher saw an event");
+    assert!(
+        total.watches_lost > 0,
+        "no watch was lost: no resume came after the stream trimmed or dropped its place"
+    );
 }
 
-// Two tests of 20 seeds each, so that nextest runs them side by side.
+// Four tests of 10 seeds each, so that nextest spreads them over the cores.
 #[test]
-fn the_kv_is_linearizable_with_expiry_and_lists_truly_over_aws_answers() {
-    holds_over(0..20);
+fn the_kv_is_linearizable_with_expiry_lists_and_watches_truly_over_aws_answers() {
+    holds_over(0..10);
 }
 
 #[test]
-fn the_kv_is_linearizable_with_expiry_and_lists_truly_over_more_seeds() {
-    holds_over(20..40);
+fn the_kv_is_linearizable_with_expiry_lists_and_watches_truly_over_seeds_10_to_19() {
+    holds_over(10..20);
+}
+
+#[test]
+fn the_kv_is_linearizable_with_expiry_lists_and_watches_truly_over_seeds_20_to_29() {
+    holds_over(20..30);
+}
+
+#[test]
+fn the_kv_is_linearizable_with_expiry_lists_and_watches_truly_over_seeds_30_to_39() {
+    holds_over(30..40);
 }
 
 /// Runs seeds from 0 with `bug` planted until one catches it (or, with
@@ -84,7 +111,15 @@ fn the_kv_is_linearizable_with_expiry_and_lists_truly_over_more_seeds() {
 fn caught(bug: PlantedBug, seeds: u64) {
     let all = std::env::var_os("DYNACOMMIT_KV_SIM_RATE").is_some();
     let mut caught = Vec::new();
-    for seed in 0..seeds {
+    let seeds = match std::env::var("DYNACOMMIT_KV_SIM_SEED") {
+        Ok(one) => {
+            let one: u64 = one.parse().expect("DYNACOMMIT_KV_SIM_SEED is a number");
+            one..one + 1
+        }
+        Err(_) => 0..seeds,
+    };
+    let count = seeds.end - seeds.start;
+    for seed in seeds {
         let run = run_seed(seed, Some(bug));
         if let Some(first) = run.violations.first() {
             caught.push(seed);
@@ -95,10 +130,10 @@ fn caught(bug: PlantedBug, seeds: u64) {
         }
     }
     println!(
-        "{bug:?} caught by {} of {seeds} seeds: {caught:?}",
+        "{bug:?} caught by {} of {count} seeds: {caught:?}",
         caught.len()
     );
-    assert!(!caught.is_empty(), "{bug:?} passed {seeds} seeds");
+    assert!(!caught.is_empty(), "{bug:?} passed {count} seeds");
 }
 
 #[test]
@@ -109,6 +144,16 @@ fn the_simulator_catches_a_write_refused_for_a_transaction_in_flight_taken_as_fi
 #[test]
 fn the_simulator_catches_a_throttled_transaction_taken_as_final() {
     caught(PlantedBug::KvThrottledTransactionFinal, 40);
+}
+
+#[test]
+fn the_simulator_catches_a_retry_that_judges_liveness_by_its_first_attempts_clock() {
+    caught(PlantedBug::KvRetryKeepsFirstClock, 40);
+}
+
+#[test]
+fn the_simulator_catches_a_child_shard_resumed_at_trim_horizon() {
+    caught(PlantedBug::KvChildResumedAtTrimHorizon, 40);
 }
 
 #[test]

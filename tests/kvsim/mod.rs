@@ -13,7 +13,9 @@
 pub mod clock;
 pub mod expr;
 pub mod folders;
+pub mod stream;
 pub mod table;
+pub mod watchers;
 
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
@@ -36,6 +38,10 @@ pub const KEYS: [&str; 4] = ["a/1", "a/2", "a/s/3", "b/4"];
 pub const PREFIXES: [&str; 3] = ["", "a/", "a/s/"];
 /// Clients, each a store of its own over the one table.
 const CLIENTS: usize = 4;
+/// Watchers, each a store of its own over the one table.
+const WATCHERS: usize = 2;
+/// How long after the start the clients begin.
+const WARMUP: Duration = Duration::from_secs(7 * 60);
 /// How long the clients work.
 const RUN_FOR: Duration = Duration::from_secs(6);
 
@@ -86,13 +92,29 @@ pub struct Run {
     pub operations: usize,
     pub unknown: usize,
     pub listings: usize,
+    /// Events handed to watchers, and watches that ended with `WatchLost`.
+    pub events: usize,
+    pub watches_lost: usize,
     pub requests: u64,
     pub violations: Vec<String>,
     pub inconclusive: bool,
 }
 
+/// An entry written to expire: clients race its expiry (see [`Shared::edge`]).
+#[derive(Debug, Clone)]
+struct Edge {
+    key: usize,
+    value: Vec<u8>,
+    revision: dynacommit::kv::Revision,
+    expires: Instant,
+}
+
 struct Shared {
     ticks: Ticks,
+    /// The entries written to expire, newest last.
+    edges: Mutex<Vec<Edge>>,
+    /// The revision each key was last seen written with, by any client.
+    latest: Mutex<std::collections::HashMap<String, String>>,
     history: Mutex<Vec<Entry>>,
     listings: Mutex<Vec<Listing>>,
     violations: Mutex<Vec<String>>,
@@ -101,10 +123,55 @@ struct Shared {
 impl Shared {
     fn record(&self, client: usize, key: &str, op: Op, invoke: Time, outcome: Outcome) {
         let complete = self.ticks.tick();
+        if let Outcome::Written(rev) = &outcome {
+            self.latest
+                .lock()
+                .unwrap()
+                .insert(key.to_owned(), rev.to_string());
+        }
         self.history
             .lock()
             .unwrap()
             .push(Entry::new(client, key, op, outcome, invoke, complete));
+    }
+
+    /// Notes a write of `value` to key `key` that expires at `expires_ms`, if ever.
+    fn wrote(
+        &self,
+        key: usize,
+        value: &[u8],
+        revision: &dynacommit::kv::Revision,
+        expires_ms: Option<u64>,
+    ) {
+        if let Some(ms) = expires_ms {
+            self.edges.lock().unwrap().push(Edge {
+                key,
+                value: value.to_vec(),
+                revision: revision.clone(),
+                expires: self.ticks.origin + Duration::from_millis(ms - EPOCH_MS),
+            });
+        }
+    }
+
+    /// The newest entry written to expire within the next 200 ms, and not overwritten since
+    /// as far as the clients know, if any. A client then writes over it
+    /// just before its expiry (a first attempt throttled then is retried after it), or
+    /// reads it just after: the race in which a retry judged by a stale clock brings back
+    /// an entry a reader has seen gone.
+    fn edge(&self) -> Option<Edge> {
+        let now = Instant::now();
+        let latest = self.latest.lock().unwrap();
+        self.edges
+            .lock()
+            .unwrap()
+            .iter()
+            .rev()
+            .find(|e| {
+                e.expires > now
+                    && e.expires <= now + Duration::from_millis(200)
+                    && latest.get(KEYS[e.key]).map(String::as_str) == Some(e.revision.as_str())
+            })
+            .cloned()
     }
 
     fn violation(&self, what: String) {
@@ -154,6 +221,32 @@ pub fn store(
     }
 }
 
+/// A get of `key` by client `id`, invoked at `invoke`, recorded: the value and revision
+/// found, if any.
+async fn get(
+    id: usize,
+    kv: &DynamoKv,
+    shared: &Shared,
+    key: &str,
+    invoke: Time,
+) -> Option<(Vec<u8>, dynacommit::kv::Revision)> {
+    match kv.get(key.as_bytes()).await {
+        Ok(Some(entry)) => {
+            let outcome = Outcome::found(entry.value.to_vec(), entry.revision.as_str());
+            shared.record(id, key, Op::Get, invoke, outcome);
+            Some((entry.value.to_vec(), entry.revision))
+        }
+        Ok(None) => {
+            shared.record(id, key, Op::Get, invoke, Outcome::absent());
+            None
+        }
+        Err(e) => {
+            shared.violation(format!("client {id}: get {key} failed: {e}"));
+            None
+        }
+    }
+}
+
 /// One client's work: random operations on [`KEYS`] until `until`.
 async fn client(id: usize, kv: DynamoKv, shared: Arc<Shared>, mut rng: StdRng, until: Instant) {
     // What this client last saw of each key: the basis of its conditional operations.
@@ -161,10 +254,35 @@ async fn client(id: usize, kv: DynamoKv, shared: Arc<Shared>, mut rng: StdRng, u
     let mut seq = 0u64;
     while Instant::now() < until {
         seq += 1;
-        let k = rng.random_range(0..KEYS.len());
+        let mut k = rng.random_range(0..KEYS.len());
+        let mut roll = rng.random_range(0..100);
+        if rng.random_bool(0.5)
+            && let Some(edge) = shared.edge()
+        {
+            // At an entry's expiry: a compare-and-swap just before it, or a get just after.
+            let swap = rng.random_bool(0.5);
+            let at = if swap {
+                edge.expires - Duration::from_millis(rng.random_range(0..5))
+            } else {
+                edge.expires + Duration::from_millis(rng.random_range(0..3))
+            };
+            tokio::time::sleep_until(at).await;
+            k = edge.key;
+            if swap {
+                seen[k] = Some((edge.value, edge.revision));
+                roll = 60;
+            } else {
+                // A few reads across the moment a late retry would land.
+                for after in [2, 5, 10, 20, 40] {
+                    let invoke = shared.ticks.tick();
+                    get(id, &kv, &shared, KEYS[k], invoke).await;
+                    tokio::time::sleep_until(edge.expires + Duration::from_millis(after)).await;
+                }
+                roll = 0;
+            }
+        }
         let key = KEYS[k];
         let fresh = format!("c{id}-{seq}").into_bytes();
-        let roll = rng.random_range(0..100);
         // Some writes expire, soon enough to expire within the run.
         let expires_ms = rng.random_bool(0.4).then(|| {
             EPOCH_MS
@@ -177,14 +295,8 @@ async fn client(id: usize, kv: DynamoKv, shared: Arc<Shared>, mut rng: StdRng, u
         let until_time = expires_ms.map(|ms| shared.ticks.of_wall_ms(ms));
         let invoke = shared.ticks.tick();
         if roll < 25 {
-            match kv.get(key.as_bytes()).await {
-                Ok(Some(entry)) => {
-                    seen[k] = Some((entry.value.to_vec(), entry.revision.clone()));
-                    let outcome = Outcome::found(entry.value.to_vec(), entry.revision.as_str());
-                    shared.record(id, key, Op::Get, invoke, outcome);
-                }
-                Ok(None) => shared.record(id, key, Op::Get, invoke, Outcome::absent()),
-                Err(e) => shared.violation(format!("client {id}: get {key} failed: {e}")),
+            if let Some(entry) = get(id, &kv, &shared, key, invoke).await {
+                seen[k] = Some(entry);
             }
         } else if roll < 45 {
             let op = Op::put_until(fresh.clone(), until_time);
@@ -193,6 +305,7 @@ async fn client(id: usize, kv: DynamoKv, shared: Arc<Shared>, mut rng: StdRng, u
                 .await
             {
                 Ok(rev) => {
+                    shared.wrote(k, &fresh, &rev, expires_ms);
                     seen[k] = Some((fresh, rev.clone()));
                     shared.record(id, key, op, invoke, Outcome::written(rev.as_str()));
                 }
@@ -205,6 +318,7 @@ async fn client(id: usize, kv: DynamoKv, shared: Arc<Shared>, mut rng: StdRng, u
                 .await
             {
                 Ok(rev) => {
+                    shared.wrote(k, &fresh, &rev, expires_ms);
                     seen[k] = Some((fresh, rev.clone()));
                     shared.record(id, key, op, invoke, Outcome::written(rev.as_str()));
                 }
@@ -312,6 +426,9 @@ pub fn paused_runtime() -> tokio::runtime::Runtime {
 pub fn run_seed(seed: u64, planted: Option<PlantedBug>) -> Run {
     let runtime = paused_runtime();
     runtime.block_on(async move {
+        if std::env::var_os("DYNACOMMIT_KV_SIM_WATCH").is_some() {
+            eprintln!("seed {seed}");
+        }
         let mut rng = StdRng::seed_from_u64(seed);
         let faults = Faults::draw(&mut rng);
         let table = FakeTable::new(rng.random(), faults);
@@ -321,14 +438,39 @@ pub fn run_seed(seed: u64, planted: Option<PlantedBug>) -> Run {
                 origin,
                 last: Mutex::new(0),
             },
+            edges: Mutex::default(),
+            latest: Mutex::default(),
             history: Mutex::default(),
             listings: Mutex::default(),
             violations: Mutex::default(),
         });
-        let until = origin + RUN_FOR;
+        // The watchers begin first, and the clients once the watches are older than the
+        // margin a watch allows for clocks apart (6 minutes): from then on, a shard it
+        // adopts is one it reads from its first record, not from its oldest passing over
+        // what came before the watch.
+        let start = origin + WARMUP;
+        let until = start + RUN_FOR;
+        table.busy_stream(start, until);
+        let mut stores = Vec::new();
+        let done = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let mut watchers = Vec::new();
+        for _ in 0..WATCHERS {
+            let kv = store(&table, clock(origin, rng.random()), planted);
+            stores.push(kv.clone());
+            let prefix = PREFIXES[rng.random_range(0..PREFIXES.len())];
+            let watcher_rng = StdRng::seed_from_u64(rng.random());
+            watchers.push(tokio::spawn(watchers::watcher(
+                kv,
+                prefix,
+                watcher_rng,
+                start,
+                done.clone(),
+                table.clone(),
+            )));
+        }
+        tokio::time::sleep_until(start).await;
         let sweeper = tokio::spawn(table.clone().sweep_ttl(until + Duration::from_secs(3)));
         let mut clients = Vec::new();
-        let mut stores = Vec::new();
         for id in 0..CLIENTS {
             let clock = clock(origin, rng.random());
             let kv = store(&table, clock, planted);
@@ -348,6 +490,11 @@ pub fn run_seed(seed: u64, planted: Option<PlantedBug>) -> Run {
         // Let what is still in flight (late writes, transactions) land.
         tokio::time::sleep(Duration::from_secs(3)).await;
         sweeper.await.unwrap();
+        done.store(true, std::sync::atomic::Ordering::SeqCst);
+        let mut logs = Vec::new();
+        for w in watchers {
+            logs.push(w.await.unwrap());
+        }
 
         let history = shared.history.lock().unwrap().clone();
         let listings = shared.listings.lock().unwrap().clone();
@@ -358,6 +505,8 @@ pub fn run_seed(seed: u64, planted: Option<PlantedBug>) -> Run {
                 .filter(|e| e.outcome == Outcome::Unknown)
                 .count(),
             listings: listings.len(),
+            events: 0,
+            watches_lost: 0,
             requests: stores.iter().map(|s| s.client().requests_sent()).sum(),
             violations: std::mem::take(&mut *shared.violations.lock().unwrap()),
             inconclusive: false,
@@ -382,6 +531,11 @@ pub fn run_seed(seed: u64, planted: Option<PlantedBug>) -> Run {
         let (changes, commits) = table.changes();
         run.violations
             .extend(folders::check(&listings, &changes, &commits, &table));
+        for log in &logs {
+            run.events += log.events.len();
+            run.watches_lost += usize::from(log.lost.is_some());
+            run.violations.extend(watchers::check(log, &table));
+        }
         run
     })
 }

@@ -25,6 +25,7 @@ use tokio::sync::oneshot;
 use tokio::time::Instant;
 
 use super::expr::{self, Item, Names};
+use super::stream::{self, Appended, Stream};
 
 /// An item's place: partition and sort key bytes.
 pub type Key = (Vec<u8>, Vec<u8>);
@@ -38,6 +39,9 @@ pub const EPOCH_MS: u64 = super::clock::EPOCH.as_millis() as u64;
 pub struct Faults {
     /// Refused as throttled (nothing applied).
     pub throttle: f64,
+    /// A single-item write that starts a burst of throttling on its partition, for 5 to
+    /// 60 ms: AWS throttles a hot partition for a while, not one request in isolation.
+    pub throttle_burst: f64,
     /// A transaction cancelled with `ThrottlingError` on one item (nothing applied).
     pub cancel_throttled: f64,
     /// A 500 (nothing applied; the client cannot know).
@@ -60,6 +64,7 @@ impl Faults {
     pub fn calm(transaction_item_time: Duration) -> Self {
         Self {
             throttle: 0.0,
+            throttle_burst: 0.0,
             cancel_throttled: 0.0,
             server_error: 0.0,
             lost_answer: 0.0,
@@ -81,6 +86,7 @@ impl Faults {
         };
         Self {
             throttle: p(rng, 0.15),
+            throttle_burst: p(rng, 0.05),
             cancel_throttled: p(rng, 0.15),
             server_error: p(rng, 0.05),
             lost_answer: p(rng, 0.05),
@@ -97,6 +103,8 @@ pub struct Change {
     pub at: Instant,
     pub key: Key,
     pub item: Option<Item>,
+    /// A removal by DynamoDB's TTL.
+    pub by_ttl: bool,
 }
 
 #[derive(Default)]
@@ -114,6 +122,8 @@ struct State {
     changes: Vec<Change>,
     /// Every change as GetItem sees it: a transaction's items all at its end.
     commits: Vec<Change>,
+    /// The table's stream, a record for each of `commits`.
+    stream: Option<Stream>,
 }
 
 /// The table, shared by every client's transport.
@@ -126,6 +136,8 @@ pub struct FakeTable {
     pub counts: Mutex<BTreeMap<String, u64>>,
     /// Transactions cancelled because another in flight held one of their items.
     pub conflicts: std::sync::atomic::AtomicU64,
+    /// Partitions throttled until a moment ([`Faults::throttle_burst`]).
+    bursts: Mutex<HashMap<Vec<u8>, Instant>>,
     /// A stall for the next Query, set by a test that scripts one.
     stall_next_query: Mutex<Option<Duration>>,
     /// How long each of the next transactions waits before it is checked and applied,
@@ -176,13 +188,23 @@ enum Fate {
 
 impl FakeTable {
     pub fn new(seed: u64, faults: Faults) -> Arc<Self> {
+        let stream = Stream::new(
+            Instant::now(),
+            EPOCH_MS,
+            faults.throttle / 2.0,
+            seed ^ 0x5eed,
+        );
         Arc::new(Self {
-            state: Mutex::default(),
+            state: Mutex::new(State {
+                stream: Some(stream),
+                ..State::default()
+            }),
             rng: Mutex::new(StdRng::seed_from_u64(seed)),
             faults,
             origin: Instant::now(),
             counts: Mutex::default(),
             conflicts: Default::default(),
+            bursts: Mutex::default(),
             stall_next_query: Mutex::default(),
             hold_next_transactions: Mutex::default(),
         })
@@ -191,6 +213,11 @@ impl FakeTable {
     /// The wall clock, in ms since the epoch.
     pub fn wall_ms(&self) -> u64 {
         EPOCH_MS + self.origin.elapsed().as_millis() as u64
+    }
+
+    /// How long after the table's start `at` is, as its traces show it.
+    pub fn since_start(&self, at: Instant) -> Duration {
+        at.saturating_duration_since(self.origin)
     }
 
     /// The wall clock's reading at `at`.
@@ -217,6 +244,27 @@ impl FakeTable {
     #[allow(dead_code)]
     pub fn stall_next_query(&self, stall: Duration) {
         *self.stall_next_query.lock().unwrap() = Some(stall);
+    }
+
+    /// Makes the stream's shards roll over every 1 to 4 s from `from` until `until`.
+    pub fn busy_stream(&self, from: Instant, until: Instant) {
+        if let Some(stream) = self.state.lock().unwrap().stream.as_mut() {
+            stream.busy(from, until);
+        }
+    }
+
+    /// When the stream's shard `id` first held a record numbered `from` or above that
+    /// `wanted` wants, and when it closed (see [`Stream::shard_times`]).
+    pub fn shard_times(
+        &self,
+        id: &str,
+        from: u128,
+        wanted: impl Fn(&Key, Option<&Item>, Option<&Item>) -> bool,
+    ) -> (Option<Instant>, Option<Instant>) {
+        match self.state.lock().unwrap().stream.as_ref() {
+            Some(stream) => stream.shard_times(id, from, wanted),
+            None => (None, None),
+        }
     }
 
     /// Every change so far, as Query saw it and as GetItem saw it.
@@ -252,7 +300,7 @@ impl FakeTable {
                 if self.chance(0.4) {
                     let mut state = self.state.lock().unwrap();
                     if !state.locked.contains(&key) {
-                        set(&mut state, &key, None);
+                        set(&mut state, &key, None, true);
                     }
                 }
             }
@@ -277,10 +325,21 @@ impl FakeTable {
             };
             let answer = match op.as_str() {
                 "GetItem" | "BatchGetItem" | "Query" => self.read(&op, &request).await,
+                "DescribeTable" => ok(stream::describe_table()),
+                "DescribeStream" | "GetShardIterator" | "GetRecords" => {
+                    let mut state = self.state.lock().unwrap();
+                    match state.stream.as_mut().and_then(|s| s.answer(&op, &request)) {
+                        Some((status, body)) => Ok((status, Bytes::from(body.to_string()))),
+                        None => error(400, "ResourceNotFoundException", "no stream"),
+                    }
+                }
                 "PutItem" | "UpdateItem" | "DeleteItem" => {
+                    let key = request.get(if op == "PutItem" { "Item" } else { "Key" });
+                    let partition = key_of(key).ok().map(|(pk, _)| pk);
                     self.write(
                         &op.clone(),
                         &body,
+                        partition,
                         |table, fate| {
                             let request = request.clone();
                             let op = op.clone();
@@ -296,6 +355,7 @@ impl FakeTable {
                     self.write(
                         "TransactWriteItems",
                         &body,
+                        None,
                         move |table, _fate| Box::pin(async move { table.transact(&request).await }),
                         tx,
                     )
@@ -340,13 +400,14 @@ impl FakeTable {
         self: &Arc<Self>,
         op: &str,
         body: &[u8],
+        partition: Option<Vec<u8>>,
         apply: F,
         tx: oneshot::Sender<Answer>,
     ) where
         F: FnOnce(Arc<Self>, Fate) -> BoxFuture<'static, Answer>,
     {
         let f = &self.faults;
-        let fate = if self.chance(f.throttle) {
+        let fate = if partition.is_some_and(|p| self.in_burst(p)) || self.chance(f.throttle) {
             Fate::Throttled
         } else if self.chance(f.server_error) {
             Fate::ServerError
@@ -389,6 +450,27 @@ impl FakeTable {
                 let _ = tx.send(answer);
             }
         }
+    }
+
+    /// Whether a single-item write to `partition` is throttled by a burst, in one or
+    /// starting now.
+    fn in_burst(&self, partition: Vec<u8>) -> bool {
+        let now = Instant::now();
+        if self
+            .bursts
+            .lock()
+            .unwrap()
+            .get(&partition)
+            .is_some_and(|until| *until > now)
+        {
+            return true;
+        }
+        if !self.chance(self.faults.throttle_burst) {
+            return false;
+        }
+        let until = now + Duration::from_millis(self.pick(5..60));
+        self.bursts.lock().unwrap().insert(partition, until);
+        true
     }
 
     async fn read(&self, op: &str, request: &Map<String, Value>) -> Answer {
@@ -473,7 +555,7 @@ impl FakeTable {
                 Some(item)
             }
         };
-        set(&mut state, &key, new.clone());
+        set(&mut state, &key, new.clone(), false);
         let attributes = match request.get("ReturnValues").and_then(Value::as_str) {
             Some("ALL_OLD") => old,
             Some("ALL_NEW") => new,
@@ -656,6 +738,7 @@ impl FakeTable {
                 at,
                 key: key.clone(),
                 item: new.clone(),
+                by_ttl: false,
             });
             written.push((key.clone(), new));
         }
@@ -663,15 +746,7 @@ impl FakeTable {
         let at = Instant::now();
         for (key, new) in written {
             state.partial.remove(&key);
-            state.commits.push(Change {
-                at,
-                key: key.clone(),
-                item: new.clone(),
-            });
-            match new {
-                Some(item) => state.items.insert(key, item),
-                None => state.items.remove(&key),
-            };
+            commit(&mut state, &key, new, at, false);
         }
         for (_, _, key) in &steps {
             state.locked.remove(key);
@@ -685,19 +760,38 @@ impl FakeTable {
     }
 }
 
-/// Writes `key` outside any transaction, recording the change.
-fn set(state: &mut State, key: &Key, item: Option<Item>) {
-    match &item {
+/// Writes `key` outside any transaction, recording the change in both views.
+fn set(state: &mut State, key: &Key, item: Option<Item>, by_ttl: bool) {
+    let at = Instant::now();
+    state.changes.push(Change {
+        at,
+        key: key.clone(),
+        item: item.clone(),
+        by_ttl,
+    });
+    commit(state, key, item, at, by_ttl);
+}
+
+/// Makes `item` the one GetItem sees at `key`, recording the change and its stream record.
+fn commit(state: &mut State, key: &Key, item: Option<Item>, at: Instant, by_ttl: bool) {
+    let old = match &item {
         Some(i) => state.items.insert(key.clone(), i.clone()),
         None => state.items.remove(key),
     };
-    let change = Change {
-        at: Instant::now(),
+    if let Some(stream) = state.stream.as_mut() {
+        stream.append(Appended {
+            key,
+            old: old.as_ref(),
+            new: item.as_ref(),
+            by_ttl,
+        });
+    }
+    state.commits.push(Change {
+        at,
         key: key.clone(),
         item,
-    };
-    state.changes.push(change.clone());
-    state.commits.push(change);
+        by_ttl,
+    });
 }
 
 fn names(request: &Map<String, Value>) -> Names<'_> {

@@ -639,13 +639,13 @@ impl KvStore for DynamoKv {
         prefix: &[u8],
         from: Option<Checkpoint>,
     ) -> BoxStream<'static, Result<WatchEvent, KvError>> {
-        super::watch::watch(
-            self.client.clone(),
-            self.layout.clone(),
-            prefix.to_vec(),
-            from,
-            self.watch_keep_alive,
-        )
+        let source = super::watch::Source {
+            client: self.client.clone(),
+            layout: self.layout.clone(),
+            clock: self.clock.clone(),
+            safeguards: self.safeguards,
+        };
+        super::watch::watch(source, prefix.to_vec(), from, self.watch_keep_alive)
     }
 
     fn describe(&self) -> String {

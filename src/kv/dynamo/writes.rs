@@ -457,8 +457,14 @@ impl DynamoKv {
         Fut: Future<Output = Result<T, DynamoError>>,
     {
         let mut budget = Budget::new(&self.client);
+        let first = self.now_ms();
         loop {
-            match attempt(self.now_ms()).await {
+            let now = if self.safeguards.retry_reads_the_clock_again() {
+                self.now_ms()
+            } else {
+                first
+            };
+            match attempt(now).await {
                 Err(e)
                     if !self.safeguards.refused_write_retried()
                         && e.code() == Some("TransactionConflictException") =>

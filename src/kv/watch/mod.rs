@@ -23,6 +23,7 @@
 //! which answers end a watch.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -30,10 +31,11 @@ use futures::stream::BoxStream;
 use tokio::sync::mpsc;
 
 use self::position::{Position, Resume};
-use self::shards::seconds_now;
 use super::layout::{Layout, SWEPT};
 use super::{Checkpoint, EventKind, KvError, WatchEvent};
 use crate::dynamo::{DynamoClient, EventName, ShardPosition, StreamRecord};
+use crate::lease::Clock;
+use crate::safeguards::Safeguards;
 
 mod errors;
 mod position;
@@ -53,20 +55,35 @@ const BUFFER: usize = 256;
 /// their iterators (good for 15 minutes) never expire.
 const KEEP_ALIVE: Duration = Duration::from_secs(5 * 60);
 
-/// The events under `prefix` of the store laid out as `layout`, read through `client`,
-/// from now or after `from`.
+/// How a watch reads: the store's client and layout, its wall clock (which judges the
+/// ages of shards and of the watch), and its safeguards.
+pub(crate) struct Source {
+    pub(crate) client: DynamoClient,
+    pub(crate) layout: Layout,
+    pub(crate) clock: Arc<dyn Clock>,
+    pub(crate) safeguards: Safeguards,
+}
+
+/// The events under `prefix` of the store `source` reads, from now or after `from`.
 pub(crate) fn watch(
-    client: DynamoClient,
-    layout: Layout,
+    source: Source,
     prefix: Vec<u8>,
     from: Option<super::Checkpoint>,
     keep_alive: Option<Duration>,
 ) -> BoxStream<'static, Result<WatchEvent, KvError>> {
     let (sender, receiver) = mpsc::channel(BUFFER);
     let task = tokio::spawn(async move {
+        let Source {
+            client,
+            layout,
+            clock,
+            safeguards,
+        } = source;
         let mut reader = Reader {
             client,
             layout,
+            clock,
+            safeguards,
             prefix,
             sender,
             position: Position::default(),
@@ -103,6 +120,9 @@ struct Reader {
     client: DynamoClient,
     /// The store's layout, to decode its records by.
     layout: Layout,
+    /// The store's wall clock.
+    clock: Arc<dyn Clock>,
+    safeguards: Safeguards,
     prefix: Vec<u8>,
     sender: mpsc::Sender<Result<WatchEvent, KvError>>,
     position: Position,
@@ -135,7 +155,7 @@ impl Reader {
         match from {
             None => {
                 self.position.stream = stream.clone();
-                self.position.since = Some(seconds_now() as u64);
+                self.position.since = Some(self.seconds_now() as u64);
                 for shard in self.describe(&stream).await? {
                     if shard.is_closed() {
                         self.position.unread.insert(shard.shard_id.clone());

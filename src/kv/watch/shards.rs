@@ -130,6 +130,9 @@ impl Reader {
         let position = match &resume {
             Resume::After(seq) => ShardPosition::AfterSequence(seq.clone()),
             Resume::At(seq) => ShardPosition::AtSequence(seq.clone()),
+            Resume::From(_) if !self.safeguards.child_resumed_at_its_first_number() => {
+                ShardPosition::TrimHorizon
+            }
             Resume::From(seq) => return self.open_at_first(stream, shard, seq).await,
             Resume::Oldest => return self.read_from_oldest(shard).await,
             Resume::TrimHorizon => {
@@ -172,7 +175,7 @@ impl Reader {
                 Ok(())
             }
             Err(e) if e.code() == Some("ValidationException") => {
-                if shard_age(shard, seconds_now()).is_some_and(|age| age < UNTRIMMED_AGE) {
+                if shard_age(shard, self.seconds_now()).is_some_and(|age| age < UNTRIMMED_AGE) {
                     self.open(stream, shard, ShardPosition::TrimHorizon, resume)
                         .await
                 } else {
@@ -336,7 +339,7 @@ impl Reader {
     /// resume passes over the same records; a watch over a day old can no longer tell
     /// trimmed records from passed ones, and is lost.
     pub(super) async fn read_from_oldest(&mut self, shard: &str) -> Result<(), KvError> {
-        let now = seconds_now();
+        let now = self.seconds_now();
         // A watch resumed from an earlier version's checkpoint: its iterators' places were
         // taken at most 15 minutes ago.
         let since = *self
@@ -360,6 +363,11 @@ impl Reader {
         .await
     }
 
+    /// The store's wall clock, in seconds since the epoch.
+    pub(super) fn seconds_now(&self) -> f64 {
+        self.clock.unix_time().as_secs_f64()
+    }
+
     /// For a shard read from its oldest record (its place [`Resume::Oldest`]), the
     /// creation time (seconds since the epoch) before which its records came before the
     /// watch and are passed over: the watch's start, less the clocks' margin.
@@ -368,13 +376,6 @@ impl Reader {
         matches!(self.position.shards.get(shard), Some(Resume::Oldest))
             .then(|| since as f64 - CLOCK_MARGIN.as_secs_f64())
     }
-}
-
-/// The reader's clock, in seconds since the epoch.
-pub(super) fn seconds_now() -> f64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0.0, |d| d.as_secs_f64())
 }
 
 /// When a shard was created (seconds since the epoch), from its id: DynamoDB Streams names
