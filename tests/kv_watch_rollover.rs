@@ -352,6 +352,8 @@ struct Model {
     hide: Option<(&'static str, usize)>,
     /// The shard the listing under way leaves out.
     hiding: Option<&'static str>,
+    /// Shards the stream no longer has (dropped a day after they closed).
+    dropped: Vec<&'static str>,
     calls: Vec<Call>,
 }
 
@@ -395,6 +397,7 @@ impl Model {
             stale_a: false,
             hide: None,
             hiding: None,
+            dropped: Vec::new(),
             calls: Vec::new(),
         }
     }
@@ -406,6 +409,7 @@ impl Model {
             .iter()
             .rev()
             .filter(|s| s.id != D || self.rolled)
+            .filter(|s| !self.dropped.contains(&s.id))
             .collect()
     }
 
@@ -1332,6 +1336,20 @@ async fn a_checkpoints_shard_gone_from_the_stream_is_watch_lost() {
     let from = checkpoint(json!({ gone: {"after": "5"} }), &[A, B, C, D]);
     let mut watch = fake.watch(from);
     assert_lost(&to_the_end(&mut watch).await, gone);
+}
+
+/// A checkpoint taken when A had been read to its end and no child of it was known yet,
+/// resumed once the stream has dropped A and its child B (a day after B closed): D is
+/// listed under B, a parent this watch never saw and whose records it never read. That
+/// is `WatchLost`. (D was adopted from its first record: its events came out, and B's
+/// were lost in silence. The review of the simulator's watches found it.)
+#[tokio::test]
+async fn a_shard_under_a_parent_the_watch_never_saw_is_watch_lost() {
+    let fake = Fake::start(true).await;
+    fake.model.lock().unwrap().dropped = vec![A, B];
+    let from = checkpoint(json!({}), &[A]);
+    let mut watch = fake.watch(from);
+    assert_lost(&to_the_end(&mut watch).await, B);
 }
 
 /// A young iterator refused as trimmed (DynamoDB Local's answer for one taken while the

@@ -254,17 +254,20 @@ impl Stream {
 
     /// Answers one request of the Streams API (`op`), or `None` if it is not one.
     pub fn answer(&mut self, op: &str, request: &Map<String, Value>) -> Option<(u16, Value)> {
+        if !matches!(op, "DescribeStream" | "GetShardIterator" | "GetRecords") {
+            return None;
+        }
+        // Every Streams call can be refused for load.
+        if self.throttle > 0.0 && self.rng.random_bool(self.throttle.min(1.0)) {
+            return Some(error(
+                "LimitExceededException",
+                "Too many requests for this stream",
+            ));
+        }
         let answer = match op {
             "DescribeStream" => self.describe(),
             "GetShardIterator" => self.iterator(request),
-            "GetRecords" => {
-                if self.throttle > 0.0 && self.rng.random_bool(self.throttle.min(1.0)) {
-                    error("LimitExceededException", "Too many requests for this shard")
-                } else {
-                    self.records(request)
-                }
-            }
-            _ => return None,
+            _ => self.records(request),
         };
         self.roll();
         Some(answer)
@@ -273,17 +276,19 @@ impl Stream {
     fn describe(&mut self) -> (u16, Value) {
         let now = Instant::now();
         // DescribeStream is eventually consistent: it may not show the newest shards yet,
-        // and show shards closed a moment ago as open.
-        let lagging = self.rng.random_bool(0.3);
+        // and may show shards closed a moment ago as open (each on its own, so that a
+        // child can be listed beside its parent shown open).
+        let hides_new = self.rng.random_bool(0.3);
+        let shows_open = self.rng.random_bool(0.3);
         let shards: Vec<Value> = self
             .shards
             .iter()
             .filter(|s| !s.gone(now))
-            .filter(|s| !(lagging && s.parent.is_some() && s.created + LISTING_LAG > now))
+            .filter(|s| !(hides_new && s.parent.is_some() && s.created + LISTING_LAG > now))
             .map(|s| {
                 let mut range = json!({ "StartingSequenceNumber": seq_str(s.start) });
                 if let Some((at, end)) = s.closed
-                    && !(lagging && at + LISTING_LAG > now)
+                    && !(shows_open && at + LISTING_LAG > now)
                 {
                     range["EndingSequenceNumber"] = json!(seq_str(end));
                 }

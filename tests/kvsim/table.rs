@@ -246,25 +246,10 @@ impl FakeTable {
         *self.stall_next_query.lock().unwrap() = Some(stall);
     }
 
-    /// Makes the stream's shards roll over every 1 to 4 s from `from` until `until`.
-    pub fn busy_stream(&self, from: Instant, until: Instant) {
-        if let Some(stream) = self.state.lock().unwrap().stream.as_mut() {
-            stream.busy(from, until);
-        }
-    }
-
-    /// When the stream's shard `id` first held a record numbered `from` or above that
-    /// `wanted` wants, and when it closed (see [`Stream::shard_times`]).
-    pub fn shard_times(
-        &self,
-        id: &str,
-        from: u128,
-        wanted: impl Fn(&Key, Option<&Item>, Option<&Item>) -> bool,
-    ) -> (Option<Instant>, Option<Instant>) {
-        match self.state.lock().unwrap().stream.as_ref() {
-            Some(stream) => stream.shard_times(id, from, wanted),
-            None => (None, None),
-        }
+    /// Runs `f` over the table's stream (for a test that scripts it or picks its
+    /// moments by it).
+    pub fn stream<T>(&self, f: impl FnOnce(&mut Stream) -> T) -> Option<T> {
+        self.state.lock().unwrap().stream.as_mut().map(f)
     }
 
     /// Every change so far, as Query saw it and as GetItem saw it.

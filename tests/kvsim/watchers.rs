@@ -42,6 +42,8 @@ pub struct WatchLog {
     pub violations: Vec<String>,
     /// How long it waited before resuming, if it stopped.
     pub gap: Option<Duration>,
+    /// Whether the checkpoint it resumed from held a shard by its iterator.
+    pub resumed_by_iterator: bool,
 }
 
 /// How long a watch that is up to date waits for one more event before it ends.
@@ -178,9 +180,13 @@ fn child_trimmed_alone(
         };
         // A child's record counts if it is an event of this watch; any record of
         // another shard is trimmed too, and fails the watch.
-        let (record, closed) = table.shard_times(shard, from, |key, old, new| {
-            !child || event_of(prefix, key, old, new)
-        });
+        let (record, closed) = table
+            .stream(|s| {
+                s.shard_times(shard, from, |key, old, new| {
+                    !child || event_of(prefix, key, old, new)
+                })
+            })
+            .unwrap_or_default();
         if let Some(closed) = closed {
             // Still in the stream.
             earlier(&mut kept_until, closed + DAY);
@@ -239,6 +245,7 @@ pub async fn watcher(
         (None, _) => DAY + Duration::from_millis(rng.random_range(0..1500)),
     };
     log.gap = Some(gap);
+    log.resumed_by_iterator = checkpoint.as_str().contains("\"iterator\"");
     if std::env::var_os("DYNACOMMIT_KV_SIM_WATCH").is_some() {
         eprintln!(
             "watch {prefix:?} stops ({stop:?}, window {}) at {:?} after {} events, resumes after {gap:?} from {}",
@@ -337,6 +344,19 @@ pub fn check(log: &WatchLog, table: &FakeTable) -> Vec<String> {
     let Some(ready) = log.ready else {
         return violations;
     };
+    // A resume may be lost only where its checkpoint cannot be resumed from: an iterator
+    // over 15 minutes old, or a place the stream trimmed or dropped, a day on.
+    if let (Some(problem), Some(gap)) = (&log.lost, log.gap) {
+        // (A day counted from the stop, less the minute at most since the checkpoint.)
+        let a_day = gap >= DAY - Duration::from_secs(60);
+        let may_be_lost = a_day || (gap > Duration::from_secs(15 * 60) && log.resumed_by_iterator);
+        if !may_be_lost {
+            violations.push(format!(
+                "the watch of {:?} resumed after {gap:?} was lost: {problem}",
+                log.prefix
+            ));
+        }
+    }
     let (_, commits) = table.changes();
     let owed = owed(&log.prefix, &commits);
     let mut handed: std::collections::BTreeMap<&str, Vec<&Seen>> = Default::default();

@@ -203,6 +203,26 @@ impl Reader {
             if finished(id) || self.iterators.contains_key(id) {
                 continue;
             }
+            // A new shard descends from shards this watch knows: those it read, is
+            // reading or found finished. One listed under a parent the stream no longer
+            // has and this watch never saw has lost that parent's records (dropped a day
+            // after it closed, when this shard was created): adopting it would pass over
+            // them in silence. A shard younger than that (by its id) cannot have lost its
+            // parent yet: a listing that leaves the parent out is waited out.
+            if let Some(parent) = &shard.parent_shard_id
+                && !known.contains(parent.as_str())
+                && !finished(parent)
+                && !self.position.shards.contains_key(parent)
+            {
+                if shard_age(id, self.seconds_now()).is_some_and(|age| age < UNTRIMMED_AGE) {
+                    continue;
+                }
+                return Err(KvError::WatchLost {
+                    problem: format!(
+                        "shard {id} is listed under shard {parent}, which the stream no longer has and this watch never read (the stream drops a shard a day after it closes): start a new watch and re-read"
+                    ),
+                });
+            }
             let parent_pending = shard
                 .parent_shard_id
                 .as_ref()
