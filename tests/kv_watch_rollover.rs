@@ -346,6 +346,8 @@ struct Model {
     born: std::time::Instant,
     /// DescribeStream calls still to refuse for load.
     throttle_describes: usize,
+    /// GetShardIterator calls still to refuse for load.
+    throttle_iterators: usize,
     /// DescribeStream lists A as open (a stale listing, beside its open child C).
     stale_a: bool,
     /// Listings (all their pages) still to leave this shard out of (a stale listing).
@@ -394,6 +396,7 @@ impl Model {
             iterator_life: None,
             born: std::time::Instant::now(),
             throttle_describes: 0,
+            throttle_iterators: 0,
             stale_a: false,
             hide: None,
             hiding: None,
@@ -588,6 +591,14 @@ impl Model {
     }
 
     fn get_shard_iterator(&mut self, request: &Value) -> Reply {
+        if self.throttle_iterators > 0 {
+            self.throttle_iterators -= 1;
+            return self.refuse(
+                "iterator",
+                "LimitExceededException",
+                "Rate exceeded for shard",
+            );
+        }
         let id = request["ShardId"].as_str().unwrap_or("");
         let Some(shard) = self.shard(id) else {
             return error(
@@ -1616,6 +1627,38 @@ async fn a_resume_against_a_stale_listing_reads_no_finished_shard_again() {
             .any(|c| matches!(c, Call::Iterator { shard, .. } if *shard == A || *shard == B)),
         "a finished shard was read again:\n{calls:#?}"
     );
+}
+
+/// GetShardIterator refused for load more often than the client retries (AWS answers
+/// `LimitExceededException` for it too): the watch waits and goes on, as it does for a
+/// throttled DescribeStream. (It ended with the raw error once the client's retries ran
+/// out: the review of the simulator's watches found it.)
+#[tokio::test]
+async fn a_throttled_shard_iterator_slows_the_watch_down_and_no_more() {
+    let fake = Fake::start(false).await;
+    let (from, expected) = {
+        let mut model = fake.model.lock().unwrap();
+        // More than quick_retries' five attempts, twice over.
+        model.throttle_iterators = 12;
+        (after_first_of_a(&model), model.expected_after_a(0))
+    };
+    let mut watch = fake.watch(from);
+    let (_, events) = ready_then(&mut watch, expected.len()).await;
+    check_events(&events, &expected);
+    let refused = fake
+        .calls()
+        .iter()
+        .filter(|c| {
+            matches!(
+                c,
+                Call::Refused {
+                    shard: "iterator",
+                    ..
+                }
+            )
+        })
+        .count();
+    assert_eq!(refused, 12);
 }
 
 /// A fresh watch whose first listing shows B closed but not yet its child D (a stale

@@ -8,7 +8,7 @@ use std::time::Duration;
 use super::errors::{gone, is_throttled, lost, lost_iterator, lost_shard};
 use super::position::Resume;
 use super::{Polled, Reader, THROTTLED_POLL};
-use crate::dynamo::{Shard, ShardPosition};
+use crate::dynamo::{DynamoError, Shard, ShardPosition};
 use crate::kv::KvError;
 
 /// How far apart the reader's clock and the stream's creation times can be: AWS refuses a
@@ -110,14 +110,41 @@ impl Reader {
         resume: Option<Resume>,
     ) -> Result<(), KvError> {
         let iterator = self
-            .client
-            .get_shard_iterator(stream, shard, position)
+            .shard_iterator(stream, shard, position)
             .await
             .map_err(|e| lost_shard(e, shard))?;
         let resume = resume.unwrap_or_else(|| Resume::Iterator(iterator.clone()));
         self.position.shards.insert(shard.to_owned(), resume);
         self.iterators.insert(shard.to_owned(), iterator);
         Ok(())
+    }
+
+    /// An iterator over `shard` at `position`. Throttling that outlasts the client's
+    /// retries is waited out, as for [`describe`](Self::describe): a watch slows down
+    /// under load, it does not end.
+    async fn shard_iterator(
+        &mut self,
+        stream: &str,
+        shard: &str,
+        position: ShardPosition,
+    ) -> Result<String, DynamoError> {
+        loop {
+            match self
+                .client
+                .get_shard_iterator(stream, shard, position.clone())
+                .await
+            {
+                Err(e) if is_throttled(&e) => {
+                    tracing::debug!(shard, error = %e, "shard iterator refused for now");
+                    tokio::time::sleep(THROTTLED_POLL).await;
+                    if self.kept_alive.elapsed() >= self.keep_alive {
+                        // Boxed: keeping alive opens shards again.
+                        Box::pin(self.keep_iterators_alive()).await;
+                    }
+                }
+                other => return other,
+            }
+        }
     }
 
     /// Reads `shard` again from where `resume` says, which must not be an iterator.
@@ -166,7 +193,7 @@ impl Reader {
     ) -> Result<(), KvError> {
         let at = ShardPosition::AtSequence(first.to_owned());
         let resume = Some(Resume::From(first.to_owned()));
-        match self.client.get_shard_iterator(stream, shard, at).await {
+        match self.shard_iterator(stream, shard, at).await {
             Ok(iterator) => {
                 self.position
                     .shards
