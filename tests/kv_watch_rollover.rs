@@ -1469,11 +1469,17 @@ async fn a_consumer_stalled_past_an_iterators_life_loses_nothing() {
 /// out: the watch slows down and goes on, it does not end.
 #[tokio::test]
 async fn a_throttled_stream_description_slows_the_watch_down_and_no_more() {
+    slowed_down_and_no_more(|model| model.throttle_describes = 12, "stream").await;
+}
+
+/// Resumes after A's first record with the calls `throttle` sets refused for load (more
+/// than quick_retries' five attempts, twice over), and checks that every event comes
+/// and that each refusal (logged as of `refused_as`) was waited out.
+async fn slowed_down_and_no_more(throttle: impl FnOnce(&mut Model), refused_as: &str) {
     let fake = Fake::start(false).await;
     let (from, expected) = {
         let mut model = fake.model.lock().unwrap();
-        // More than quick_retries' five attempts, twice over.
-        model.throttle_describes = 12;
+        throttle(&mut model);
         (after_first_of_a(&model), model.expected_after_a(0))
     };
     let mut watch = fake.watch(from);
@@ -1482,15 +1488,7 @@ async fn a_throttled_stream_description_slows_the_watch_down_and_no_more() {
     let refused = fake
         .calls()
         .iter()
-        .filter(|c| {
-            matches!(
-                c,
-                Call::Refused {
-                    shard: "stream",
-                    ..
-                }
-            )
-        })
+        .filter(|c| matches!(c, Call::Refused { shard, .. } if *shard == refused_as))
         .count();
     assert_eq!(refused, 12);
 }
@@ -1635,30 +1633,7 @@ async fn a_resume_against_a_stale_listing_reads_no_finished_shard_again() {
 /// out: the review of the simulator's watches found it.)
 #[tokio::test]
 async fn a_throttled_shard_iterator_slows_the_watch_down_and_no_more() {
-    let fake = Fake::start(false).await;
-    let (from, expected) = {
-        let mut model = fake.model.lock().unwrap();
-        // More than quick_retries' five attempts, twice over.
-        model.throttle_iterators = 12;
-        (after_first_of_a(&model), model.expected_after_a(0))
-    };
-    let mut watch = fake.watch(from);
-    let (_, events) = ready_then(&mut watch, expected.len()).await;
-    check_events(&events, &expected);
-    let refused = fake
-        .calls()
-        .iter()
-        .filter(|c| {
-            matches!(
-                c,
-                Call::Refused {
-                    shard: "iterator",
-                    ..
-                }
-            )
-        })
-        .count();
-    assert_eq!(refused, 12);
+    slowed_down_and_no_more(|model| model.throttle_iterators = 12, "iterator").await;
 }
 
 /// A fresh watch whose first listing shows B closed but not yet its child D (a stale
