@@ -457,12 +457,14 @@ impl DynamoKv {
         Fut: Future<Output = Result<T, DynamoError>>,
     {
         let mut budget = Budget::new(&self.client);
-        let first = self.now_ms();
+        // The first attempt's reading, kept only for the planted bug that reuses it.
+        let mut first = None;
         loop {
+            let now = self.now_ms();
             let now = if self.safeguards.retry_reads_the_clock_again() {
-                self.now_ms()
+                now
             } else {
-                first
+                *first.get_or_insert(now)
             };
             match attempt(now).await {
                 Err(e)

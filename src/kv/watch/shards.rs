@@ -31,12 +31,7 @@ impl Reader {
                 Ok(description) => break description.shards,
                 Err(e) if is_throttled(&e) => {
                     tracing::debug!(error = %e, "stream description refused for now");
-                    tokio::time::sleep(THROTTLED_POLL).await;
-                    if self.kept_alive.elapsed() >= self.keep_alive {
-                        // Boxed: keeping alive may reopen a shard, which may list the
-                        // stream (an earlier version's checkpoint).
-                        Box::pin(self.keep_iterators_alive()).await;
-                    }
+                    self.wait_out_throttling().await;
                 }
                 Err(e) => return Err(lost(e)),
             }
@@ -136,14 +131,21 @@ impl Reader {
             {
                 Err(e) if is_throttled(&e) => {
                     tracing::debug!(shard, error = %e, "shard iterator refused for now");
-                    tokio::time::sleep(THROTTLED_POLL).await;
-                    if self.kept_alive.elapsed() >= self.keep_alive {
-                        // Boxed: keeping alive opens shards again.
-                        Box::pin(self.keep_iterators_alive()).await;
-                    }
+                    self.wait_out_throttling().await;
                 }
                 other => return other,
             }
+        }
+    }
+
+    /// The pause after a call refused for load that outlasted the client's retries,
+    /// keeping the iterators alive when they are due.
+    async fn wait_out_throttling(&mut self) {
+        tokio::time::sleep(THROTTLED_POLL).await;
+        if self.kept_alive.elapsed() >= self.keep_alive {
+            // Boxed: keeping alive reopens shards, which may list the stream and ask for
+            // iterators, both of which wait out throttling here.
+            Box::pin(self.keep_iterators_alive()).await;
         }
     }
 
