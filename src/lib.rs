@@ -18,6 +18,8 @@
 //!   Iceberg-style pointer race that proves compare-and-swap; `bench` (the same feature)
 //!   the benchmark scenarios. The `dynacommit` command line is feature `cli`; a default
 //!   build has neither.
+//! - `gateway` (feature `gateway`) is an S3 endpoint whose conditional writes go through
+//!   a `CommitStore`: the protocol for clients in any language.
 //!
 //! The protocol and its guarantees are in `docs/protocol.md`.
 #![deny(missing_docs)]
@@ -29,6 +31,8 @@ pub mod bench;
 #[cfg(feature = "deltalake")]
 pub mod deltalake;
 pub mod dynamo;
+#[cfg(feature = "gateway")]
+pub mod gateway;
 pub mod kv;
 pub mod lease;
 pub mod lock;

@@ -56,6 +56,16 @@ pub struct BackendArgs {
     pub poll_ms: Option<u64>,
 }
 
+/// The lease table a command runs on.
+pub struct Leases {
+    pub table: Arc<dyn LeaseTable>,
+    pub config: LeaseConfig,
+    /// A description of the table and its timing.
+    pub text: String,
+    /// Whether the table is the in-process one.
+    pub embedded: bool,
+}
+
 /// The lease table and object store a command runs on.
 pub struct Backends {
     pub table: Arc<dyn LeaseTable>,
@@ -296,8 +306,9 @@ impl BackendArgs {
         }
     }
 
-    /// Resolves everything a command needs.
-    pub async fn resolve(&self) -> Result<Backends, Fail> {
+    /// The lease table (DynamoDB if asked for, created on loopback; else in-process),
+    /// its settings, and a description of both.
+    pub async fn leases(&self) -> Result<Leases, Fail> {
         let reason = self.dynamodb_reason(self.lease_table_named());
         let config = self.lease_config(reason.is_none())?;
         let timing = format!(
@@ -306,7 +317,6 @@ impl BackendArgs {
             config.max_clock_skew_rate,
             config.poll_interval.as_millis()
         );
-        let mut warnings = Vec::new();
         let (table, table_text): (Arc<dyn LeaseTable>, String) = match reason {
             Some(reason) => {
                 let dynamo = self.open_dynamo(&config.table)?;
@@ -323,16 +333,33 @@ impl BackendArgs {
                 format!("the in-process lease table ({timing})"),
             ),
         };
+        Ok(Leases {
+            table,
+            config,
+            text: table_text,
+            embedded: reason.is_none(),
+        })
+    }
+
+    /// Resolves everything a command needs.
+    pub async fn resolve(&self) -> Result<Backends, Fail> {
+        let Leases {
+            table,
+            config,
+            text: table_text,
+            embedded,
+        } = self.leases().await?;
+        let mut warnings = Vec::new();
         let (store, store_text, scratch) =
             open_store(self.store.as_deref()).map_err(Fail::Usage)?;
-        let mut description = if reason.is_none() && self.store.is_none() {
+        let mut description = if embedded && self.store.is_none() {
             format!(
                 "embedded default: {table_text} and {store_text} (configure --store and DynamoDB to use real services)"
             )
         } else {
             format!("leases in {table_text}; objects in {store_text}")
         };
-        if reason.is_none()
+        if embedded
             && !self.embedded
             && let Some(name) = ["AWS_REGION", "AWS_DEFAULT_REGION"]
                 .into_iter()
@@ -344,7 +371,7 @@ impl BackendArgs {
                  --table, or set AWS_ENDPOINT_URL_DYNAMODB"
             ));
         }
-        if reason.is_none()
+        if embedded
             && self
                 .store
                 .as_deref()
@@ -418,6 +445,19 @@ fn credential_chain(
     Ok(Some(s3.credentials().clone()))
 }
 
+/// An S3 store of `bucket` as the environment configures it (AWS_* variables), at
+/// AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL if set (returned, for descriptions).
+pub fn s3_builder(bucket: &str) -> (AmazonS3Builder, Option<String>) {
+    let mut builder = AmazonS3Builder::from_env().with_bucket_name(bucket);
+    let endpoint = env("AWS_ENDPOINT_URL_S3").or_else(|| env("AWS_ENDPOINT_URL"));
+    if let Some(endpoint) = &endpoint {
+        builder = builder
+            .with_endpoint(endpoint)
+            .with_allow_http(endpoint.starts_with("http://"));
+    }
+    (builder, endpoint)
+}
+
 type OpenedStore = (Arc<dyn ObjectStore>, String, Option<std::path::PathBuf>);
 
 /// Opens the store a URL names, or a fresh local directory.
@@ -459,13 +499,7 @@ fn open_store(url: Option<&str>) -> Result<OpenedStore, String> {
             if bucket.is_empty() {
                 return Err(bad("no bucket"));
             }
-            let mut builder = AmazonS3Builder::from_env().with_bucket_name(bucket);
-            let endpoint = env("AWS_ENDPOINT_URL_S3").or_else(|| env("AWS_ENDPOINT_URL"));
-            if let Some(endpoint) = &endpoint {
-                builder = builder
-                    .with_endpoint(endpoint)
-                    .with_allow_http(endpoint.starts_with("http://"));
-            }
+            let (builder, endpoint) = s3_builder(bucket);
             let s3 = builder.build().map_err(|e| bad(&e.to_string()))?;
             let text = format!(
                 "s3://{bucket}/{prefix}{}",

@@ -3,6 +3,7 @@
 mod backends;
 mod bench;
 mod fail;
+mod gateway;
 mod kv;
 mod kv_file;
 mod lease;
@@ -125,6 +126,21 @@ enum Command {
          file); 130 interrupted."
     ))]
     Kv(kv::KvArgs),
+    /// Serve an S3 endpoint whose conditional writes go through the leases.
+    ///
+    /// Every S3 client (Python deltalake, polars, boto3, the AWS CLI) gets put-if-absent,
+    /// compare-and-swap on an ETag and copy-if-not-exists on any store, with one changed
+    /// endpoint URL. Clients sign with the gateway's own key pairs; the gateway signs
+    /// upstream with the AWS_* credentials, which never reach a client. See docs/gateway.md.
+    #[command(after_help = concat!(
+        "Examples:\n",
+        "  dynacommit gateway --upstream memory:// --anonymous          # a local test server\n",
+        "  DYNACOMMIT_GATEWAY_ACCESS_KEY_ID=writer DYNACOMMIT_GATEWAY_SECRET_ACCESS_KEY=... \\\n",
+        "    dynacommit gateway --upstream s3://lake --table lake_leases --listen 127.0.0.1:9000\n\n",
+        "Exit codes: 0 stopped on Ctrl-C or SIGTERM, requests in flight finished; 1 cannot \
+         listen, or a service failed at start; 2 usage or configuration error."
+    ))]
+    Gateway(gateway::GatewayArgs),
 }
 
 fn main() -> ExitCode {
@@ -168,6 +184,7 @@ async fn run(cli: Cli) -> ExitCode {
             dropped_on_interrupt(lease::run(backends, command, cli.json), &interrupt).await
         }
         Command::Lock(command) => lock::run(backends, command, cli.json, interrupt.clone()).await,
+        Command::Gateway(args) => gateway::run(backends, args, cli.json, interrupt.clone()).await,
         Command::Kv(args) if args.is_watch() => {
             kv::run(backends, args, cli.json, interrupt.clone()).await
         }
@@ -215,6 +232,13 @@ fn refuse_inert_flags(
             &[(
                 "--log",
                 "the pointer race writes a POINTER and its metadata/ in a fresh location",
+            )],
+        ),
+        Command::Gateway(_) => (
+            "gateway",
+            &[(
+                "--store",
+                "name the store behind the gateway with --upstream",
             )],
         ),
         Command::Race(_) | Command::Bench(_) => return Ok(()),

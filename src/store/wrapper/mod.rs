@@ -8,12 +8,14 @@
 //! - `refused`: what a leased write does when the store refuses its condition header;
 //! - `probe`: which conditions the inner store enforces;
 //! - `held`: deletes and renames with paths held;
+//! - `multipart`: a multipart upload completed with a condition;
 //! - `outcome`: the errors a conditional write reports, and [`may_have_applied`];
 //! - `from_url`: `from_url_opts`, object_store 0.12's `parse_url_opts` with the lease table.
 
 mod conditional;
 mod from_url;
 mod held;
+mod multipart;
 mod outcome;
 mod probe;
 mod refused;
@@ -242,6 +244,16 @@ fn lease_key(prefix: &str, path: &Path) -> String {
     format!("{prefix}{path}")
 }
 
+/// The error of an update that names no ETag to expect.
+fn no_etag_to_update() -> os::Error {
+    os::Error::Generic {
+        store: STORE,
+        source: "PutMode::Update needs an e_tag: pass the UpdateVersion from the PutResult or \
+                 ObjectMeta of the version you read"
+            .into(),
+    }
+}
+
 /// The ETag a put left.
 fn etag_of(put: &os::PutResult) -> Option<String> {
     put.e_tag.clone()
@@ -302,12 +314,7 @@ impl<T: ObjectStore + ?Sized> ObjectStore for CommitStore<T> {
                     return self.native_put(location, payload, opts).await;
                 }
                 let Some(etag) = version.e_tag.clone() else {
-                    return Err(os::Error::Generic {
-                        store: STORE,
-                        source: "PutMode::Update needs an e_tag: pass the UpdateVersion from the \
-                                 PutResult or ObjectMeta of the version you read"
-                            .into(),
-                    });
+                    return Err(no_etag_to_update());
                 };
                 let mode = PutMode::Update(version);
                 let write = || self.put_under_lease(location, payload, opts, mode);

@@ -1,0 +1,109 @@
+//! Who may call the gateway: clients sign with the gateway's own key pairs (SigV4, by
+//! header or presigned URL; s3s checks the signatures), never with the upstream's.
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use s3s::access::{S3Access, S3AccessContext};
+use s3s::auth::{S3Auth, SecretKey};
+use s3s::{S3Error, S3ErrorCode as Code, S3Result};
+
+/// A key pair clients sign their requests with. Its secret never appears in Debug output.
+///
+/// ```
+/// use dynacommit::gateway::KeyPair;
+///
+/// let key = KeyPair::new("deltalake-writer", "a long random secret");
+/// assert!(!format!("{key:?}").contains("secret"));
+/// ```
+#[derive(Clone)]
+pub struct KeyPair {
+    pub(super) access_key: String,
+    pub(super) secret: String,
+}
+
+impl KeyPair {
+    /// A key pair: the access key id clients name and the secret they sign with.
+    pub fn new(access_key: impl Into<String>, secret: impl Into<String>) -> Self {
+        Self {
+            access_key: access_key.into(),
+            secret: secret.into(),
+        }
+    }
+
+    /// The access key id.
+    pub fn access_key(&self) -> &str {
+        &self.access_key
+    }
+}
+
+impl std::fmt::Debug for KeyPair {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("KeyPair")
+            .field("access_key", &self.access_key)
+            .field("secret", &"<redacted>")
+            .finish()
+    }
+}
+
+/// The secrets of the gateway's key pairs, by access key id.
+pub(super) struct Keys(HashMap<String, SecretKey>);
+
+impl Keys {
+    pub(super) fn new(pairs: &[KeyPair]) -> Self {
+        Self(
+            pairs
+                .iter()
+                .map(|p| (p.access_key.clone(), SecretKey::from(p.secret.as_str())))
+                .collect(),
+        )
+    }
+}
+
+#[async_trait]
+impl S3Auth for Keys {
+    async fn get_secret_key(&self, access_key: &str) -> S3Result<SecretKey> {
+        match self.0.get(access_key) {
+            Some(secret) => Ok(SecretKey::from(secret.expose())),
+            None => Err(S3Error::with_message(
+                Code::InvalidAccessKeyId,
+                "the access key id is not one of this gateway's",
+            )),
+        }
+    }
+}
+
+/// Which requests reach the store once their signatures (if any) have been checked.
+pub(super) struct Policy {
+    pub(super) anonymous: bool,
+}
+
+#[async_trait]
+impl S3Access for Policy {
+    async fn check(&self, cx: &mut S3AccessContext<'_>) -> S3Result<()> {
+        // s3s accepts AWS's old SigV2 too, whose header form has no expiry: refuse it.
+        let v2_header = cx
+            .headers()
+            .get(http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("AWS "));
+        let v2_query = cx.uri().query().is_some_and(|q| {
+            q.split('&')
+                .any(|pair| pair.starts_with("Signature=") || pair.starts_with("AWSAccessKeyId="))
+        });
+        if v2_header || v2_query {
+            return Err(S3Error::with_message(
+                Code::AccessDenied,
+                "signature version 2 is not accepted: sign with SigV4 (AWS4-HMAC-SHA256)",
+            ));
+        }
+        if cx.credentials().is_none() && !self.anonymous {
+            return Err(S3Error::with_message(
+                Code::AccessDenied,
+                "the request is not signed: sign it with one of the gateway's key pairs \
+                 (the gateway allows anonymous requests only when started with --anonymous)",
+            ));
+        }
+        Ok(())
+    }
+}

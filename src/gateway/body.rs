@@ -1,0 +1,184 @@
+//! Request bodies, read whole before anything is written upstream, within a memory budget
+//! shared by every request of the gateway.
+//!
+//! object_store writes an object (or a part) from a `PutPayload` held in memory, and s3s
+//! checks a body's signature only once the body has been read to its end: reading it
+//! whole first means a body whose signature fails, or that ends short, writes nothing.
+//! The budget bounds what all bodies in flight hold together: a request waits for its
+//! share before reading, and one larger than the whole budget is refused
+//! (`EntityTooLarge`; clients send such objects as multipart uploads).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use object_store::PutPayload;
+use s3s::dto::StreamingBlob;
+use s3s::{S3Error, S3ErrorCode as Code};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
+
+/// The budget counts in units of this many bytes (a semaphore counts in `u32`).
+const UNIT: u64 = 1024;
+
+/// Memory for request bodies, shared by every request.
+#[derive(Debug, Clone)]
+pub(super) struct BodyBudget {
+    units: Arc<Semaphore>,
+    max_bytes: u64,
+    /// How long a body may send nothing before the request fails.
+    idle: Duration,
+}
+
+/// A body read whole, and its share of the budget (given back when dropped).
+pub(super) struct Body {
+    pub(super) payload: PutPayload,
+    _share: Option<OwnedSemaphorePermit>,
+}
+
+impl BodyBudget {
+    pub(super) fn new(max_bytes: u64, idle: Duration) -> Self {
+        let units = u32::try_from(max_bytes.div_ceil(UNIT)).unwrap_or(u32::MAX);
+        Self {
+            units: Arc::new(Semaphore::new(units as usize)),
+            max_bytes: u64::from(units) * UNIT,
+            idle,
+        }
+    }
+
+    /// Reads `body`, which must be `length` bytes long (the decoded length, for
+    /// aws-chunked bodies), and checks `content_md5` if given.
+    pub(super) async fn read(
+        &self,
+        body: Option<StreamingBlob>,
+        length: Option<i64>,
+        content_md5: Option<&str>,
+    ) -> Result<Body, S3Error> {
+        let Some(mut body) = body else {
+            return Ok(Body {
+                payload: PutPayload::new(),
+                _share: None,
+            });
+        };
+        let length = match length {
+            Some(n) => u64::try_from(n).map_err(|_| {
+                S3Error::with_message(Code::InvalidArgument, "Content-Length is negative")
+            })?,
+            None => {
+                return Err(S3Error::with_message(
+                    Code::MissingContentLength,
+                    "send a Content-Length (or x-amz-decoded-content-length with aws-chunked)",
+                ));
+            }
+        };
+        if length > self.max_bytes {
+            return Err(S3Error::with_message(
+                Code::EntityTooLarge,
+                format!(
+                    "the body is {length} bytes; this gateway takes single requests of up to \
+                     {} bytes (its --max-body-memory): upload larger objects in parts \
+                     (multipart upload)",
+                    self.max_bytes
+                ),
+            ));
+        }
+        let units = u32::try_from(length.div_ceil(UNIT)).unwrap_or(u32::MAX);
+        let share = self
+            .units
+            .clone()
+            .acquire_many_owned(units)
+            .await
+            .map_err(|_| S3Error::with_message(Code::ServiceUnavailable, "shutting down"))?;
+        let mut chunks: Vec<Bytes> = Vec::new();
+        let mut read = 0u64;
+        loop {
+            let next = tokio::time::timeout(self.idle, body.next())
+                .await
+                .map_err(|_| {
+                    S3Error::with_message(
+                        Code::RequestTimeout,
+                        format!(
+                            "the body sent nothing for {} s ({read} of {length} bytes read)",
+                            self.idle.as_secs()
+                        ),
+                    )
+                })?;
+            match next {
+                None => break,
+                Some(Ok(chunk)) => {
+                    read += chunk.len() as u64;
+                    if read > length {
+                        return Err(S3Error::with_message(
+                            Code::IncompleteBody,
+                            format!("the body is longer than its declared {length} bytes"),
+                        ));
+                    }
+                    chunks.push(chunk);
+                }
+                Some(Err(e)) => return Err(body_error(&*e)),
+            }
+        }
+        if read != length {
+            return Err(S3Error::with_message(
+                Code::IncompleteBody,
+                format!("the body ended after {read} of its declared {length} bytes"),
+            ));
+        }
+        if let Some(expected) = content_md5 {
+            check_md5(&chunks, expected)?;
+        }
+        Ok(Body {
+            payload: chunks.into_iter().collect(),
+            _share: Some(share),
+        })
+    }
+}
+
+/// The error for a body stream that failed: s3s's body errors are private types, known
+/// only by their text (a payload hash or chunk signature that does not match).
+fn body_error(e: &(dyn std::error::Error + Send + Sync)) -> S3Error {
+    let text = e.to_string();
+    if text.contains("Sha256Mismatch") {
+        // AWS's code for it, which s3s does not list.
+        let mut e = S3Error::with_message(
+            Code::Custom("XAmzContentSHA256Mismatch".into()),
+            "the body does not match its signed x-amz-content-sha256",
+        );
+        e.set_status_code(http::StatusCode::BAD_REQUEST);
+        e
+    } else if text.contains("Signature") || text.contains("signature") {
+        S3Error::with_message(
+            Code::SignatureDoesNotMatch,
+            "a chunk's signature does not match",
+        )
+    } else {
+        S3Error::with_message(
+            Code::IncompleteBody,
+            format!("the body could not be read: {text}"),
+        )
+    }
+}
+
+/// Refuses the body unless its MD5 is `expected` (base64, as Content-MD5 carries it).
+fn check_md5(chunks: &[Bytes], expected: &str) -> Result<(), S3Error> {
+    use base64::Engine;
+    use md5::Digest;
+    let Ok(expected) = base64::engine::general_purpose::STANDARD.decode(expected.trim()) else {
+        return Err(S3Error::with_message(
+            Code::InvalidDigest,
+            "Content-MD5 is not base64",
+        ));
+    };
+    let mut md5 = md5::Md5::new();
+    for chunk in chunks {
+        md5.update(chunk);
+    }
+    if md5.finalize().as_slice() == expected.as_slice() {
+        Ok(())
+    } else {
+        Err(S3Error::with_message(
+            Code::BadDigest,
+            "the Content-MD5 you specified did not match what was received",
+        ))
+    }
+}
