@@ -4,6 +4,7 @@
 
 pub mod fake_server;
 pub mod faults;
+pub mod gateway;
 pub mod old_protocol;
 pub mod s3;
 pub mod wire;
