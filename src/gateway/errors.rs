@@ -125,7 +125,11 @@ mod tests {
         assert!(may_have_applied(&marked));
         let e = s3_error(marked, "k", Missing::Key);
         assert_eq!(*e.code(), Code::InternalError);
-        assert!(e.message().unwrap().contains("may or may not have been applied"));
+        assert!(
+            e.message()
+                .unwrap()
+                .contains("may or may not have been applied")
+        );
     }
 
     #[test]

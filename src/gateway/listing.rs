@@ -168,10 +168,7 @@ impl Service {
             version_id_marker: input.version_id_marker,
             max_keys: input.max_keys.or(Some(MAX_KEYS as i32)),
             is_truncated: Some(truncated),
-            next_key_marker: truncated
-                .then(|| page.last.clone())
-                .flatten()
-                .map(&url),
+            next_key_marker: truncated.then(|| page.last.clone()).flatten().map(&url),
             next_version_id_marker: truncated.then(|| "null".to_owned()),
             common_prefixes: common_prefixes(&page, &url),
             versions: Some(versions),
