@@ -26,6 +26,9 @@ pub(super) struct Server {
 /// How many bytes a request's head (its line and headers) may take.
 const MAX_HEAD_BYTES: usize = 64 * 1024;
 
+/// How many headers a request may carry (S3 requests carry a dozen or two).
+const MAX_HEADERS: usize = 100;
+
 impl Server {
     pub(super) async fn run(
         self,
@@ -37,7 +40,8 @@ impl Server {
         let mut http = hyper::server::conn::http1::Builder::new();
         http.timer(TokioTimer::new())
             .header_read_timeout(server.header_timeout)
-            .max_buf_size(MAX_HEAD_BYTES);
+            .max_header_size(MAX_HEAD_BYTES)
+            .max_headers(MAX_HEADERS);
         tokio::pin!(shutdown);
         loop {
             let (socket, peer) = tokio::select! {

@@ -1,0 +1,464 @@
+//! Bad input at `dynacommit gateway`: unsigned, wrongly signed, expired presigned,
+//! replayed-with-another-body and oversized requests are refused with S3's error codes
+//! and leave nothing behind; malformed XML and headers get a 4xx; and a seeded stream of
+//! malformed requests never gets the gateway to drop a connection unanswered or stop.
+
+mod common;
+
+use std::time::{Duration, SystemTime};
+
+use aws_credential_types::Credentials;
+use aws_sigv4::http_request::{
+    PayloadChecksumKind, PercentEncodingMode, SignableBody, SignableRequest, SignatureLocation,
+    SigningSettings, UriPathNormalizationMode, sign,
+};
+use aws_sigv4::sign::v4;
+use common::gateway::{ACCESS_KEY, Gateway, SECRET, Settings};
+use common::s3::S3Server;
+use object_store::ObjectStoreExt;
+use object_store::path::Path;
+
+/// A request signed with SigV4 by `secret` at `time`: in its headers, or (`presign`) in
+/// its query, valid for that long.
+struct Signed {
+    method: &'static str,
+    url: String,
+    headers: Vec<(String, String)>,
+}
+
+fn signed(
+    method: &'static str,
+    url: &str,
+    extra: &[(&str, &str)],
+    body: &[u8],
+    secret: &str,
+    time: SystemTime,
+    presign: Option<Duration>,
+) -> Signed {
+    let identity = Credentials::new(ACCESS_KEY, secret, None, None, "test").into();
+    let mut settings = SigningSettings::default();
+    settings.payload_checksum_kind = PayloadChecksumKind::XAmzSha256;
+    // S3 signs the path as sent: neither normalized (a//b) nor encoded twice.
+    settings.uri_path_normalization_mode = UriPathNormalizationMode::Disabled;
+    settings.percent_encoding_mode = PercentEncodingMode::Single;
+    if let Some(expires) = presign {
+        settings.signature_location = SignatureLocation::QueryParams;
+        settings.expires_in = Some(expires);
+        settings.payload_checksum_kind = PayloadChecksumKind::NoHeader;
+    }
+    let params = v4::SigningParams::builder()
+        .identity(&identity)
+        .region("us-east-1")
+        .name("s3")
+        .time(time)
+        .settings(settings)
+        .build()
+        .unwrap()
+        .into();
+    let host = url.split('/').nth(2).unwrap().to_owned();
+    let mut headers: Vec<(String, String)> = vec![("host".into(), host)];
+    headers.extend(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())));
+    let signable_body = if presign.is_some() {
+        SignableBody::UnsignedPayload
+    } else {
+        SignableBody::Bytes(body)
+    };
+    let signable = SignableRequest::new(
+        method,
+        url,
+        headers.iter().map(|(k, v)| (k.as_str(), v.as_str())),
+        signable_body,
+    )
+    .unwrap();
+    let (instructions, _) = sign(signable, &params).unwrap().into_parts();
+    let mut request = http::Request::builder()
+        .method(method)
+        .uri(url)
+        .body(())
+        .unwrap();
+    instructions.apply_to_request_http1x(&mut request);
+    let headers = request
+        .headers()
+        .iter()
+        .filter(|(name, _)| *name != "host")
+        .map(|(k, v)| (k.to_string(), v.to_str().unwrap().to_owned()))
+        .chain(extra.iter().map(|(k, v)| (k.to_string(), v.to_string())))
+        .collect();
+    Signed {
+        method,
+        url: request.uri().to_string(),
+        headers,
+    }
+}
+
+/// The status and S3 error code of sending `request` with `body`.
+async fn send(request: &Signed, body: Vec<u8>) -> (u16, String) {
+    let client = reqwest::Client::new();
+    let mut builder = client.request(request.method.parse().unwrap(), &request.url);
+    for (name, value) in &request.headers {
+        builder = builder.header(name, value);
+    }
+    let response = builder
+        .body(body)
+        .send()
+        .await
+        .expect("the gateway did not answer");
+    let status = response.status().as_u16();
+    let text = response.text().await.unwrap_or_default();
+    let code = text
+        .split("<Code>")
+        .nth(1)
+        .and_then(|rest| rest.split("</Code>").next())
+        .unwrap_or_default()
+        .to_owned();
+    (status, code)
+}
+
+fn unsigned(method: &'static str, url: &str) -> Signed {
+    Signed {
+        method,
+        url: url.to_owned(),
+        headers: Vec::new(),
+    }
+}
+
+async fn absent(gateway: &Gateway, key: &str) -> bool {
+    matches!(
+        gateway.client().head(&Path::from(key)).await,
+        Err(object_store::Error::NotFound { .. })
+    )
+}
+
+async fn gateway(extra: &[&str]) -> Gateway {
+    let mut settings = Settings::fresh(S3Server::S3rver).await;
+    settings.extra = extra.iter().map(|s| s.to_string()).collect();
+    Gateway::start(&settings)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn requests_not_signed_by_a_key_of_the_gateway_are_refused_and_write_nothing() {
+    let gateway = gateway(&[]).await;
+    let url = format!("{}/{}/k", gateway.url, gateway.bucket);
+    let now = SystemTime::now();
+    let cases = [
+        ("unsigned", unsigned("PUT", &url), (403, "AccessDenied")),
+        (
+            "signed with the wrong secret",
+            signed("PUT", &url, &[], b"body", "not-the-secret", now, None),
+            (403, "SignatureDoesNotMatch"),
+        ),
+        (
+            "signed twenty minutes ago",
+            signed(
+                "PUT",
+                &url,
+                &[],
+                b"body",
+                SECRET,
+                now - Duration::from_secs(1200),
+                None,
+            ),
+            (403, "RequestTimeTooSkewed"),
+        ),
+    ];
+    for (what, request, expected) in cases {
+        let (status, code) = send(&request, b"body".to_vec()).await;
+        assert_eq!((status, code.as_str()), expected, "{what}");
+        assert!(absent(&gateway, "k").await, "{what}: something was written");
+    }
+    // The same request, rightly signed, is taken: the refusals above were for the signature.
+    let good = signed("PUT", &url, &[], b"body", SECRET, now, None);
+    assert_eq!(send(&good, b"body".to_vec()).await.0, 200);
+    assert!(!absent(&gateway, "k").await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_signed_request_replayed_with_another_body_is_refused_and_writes_nothing() {
+    let gateway = gateway(&[]).await;
+    let url = format!("{}/{}/replayed", gateway.url, gateway.bucket);
+    let request = signed(
+        "PUT",
+        &url,
+        &[],
+        b"the signed body",
+        SECRET,
+        SystemTime::now(),
+        None,
+    );
+    let (status, code) = send(&request, b"another body!!!".to_vec()).await;
+    assert_eq!((status, code.as_str()), (400, "XAmzContentSHA256Mismatch"));
+    assert!(absent(&gateway, "replayed").await);
+    assert_eq!(send(&request, b"the signed body".to_vec()).await.0, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn presigned_urls_are_taken_until_they_expire() {
+    let gateway = gateway(&[]).await;
+    let key_url = format!("{}/{}/presigned", gateway.url, gateway.bucket);
+    gateway
+        .client()
+        .put(&Path::from("presigned"), "readable".into())
+        .await
+        .unwrap();
+    let now = SystemTime::now();
+    let fresh = signed(
+        "GET",
+        &key_url,
+        &[],
+        b"",
+        SECRET,
+        now,
+        Some(Duration::from_secs(60)),
+    );
+    assert_eq!(send(&unsigned("GET", &fresh.url), Vec::new()).await.0, 200);
+    // Signed ten minutes ago for five minutes: expired (and within the clock skew S3
+    // allows a date, so it is the expiry that refuses it).
+    let expired = signed(
+        "GET",
+        &key_url,
+        &[],
+        b"",
+        SECRET,
+        now - Duration::from_secs(600),
+        Some(Duration::from_secs(300)),
+    );
+    let (status, code) = send(&unsigned("GET", &expired.url), Vec::new()).await;
+    assert_eq!((status, code.as_str()), (403, "AccessDenied"));
+    // A presigned PUT that expired writes nothing.
+    let put = signed(
+        "PUT",
+        &format!("{}/{}/late", gateway.url, gateway.bucket),
+        &[],
+        b"",
+        SECRET,
+        now - Duration::from_secs(600),
+        Some(Duration::from_secs(300)),
+    );
+    assert_eq!(
+        send(&unsigned("PUT", &put.url), b"late".to_vec()).await.0,
+        403
+    );
+    assert!(absent(&gateway, "late").await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_over_the_memory_bound_is_refused_before_it_is_read() {
+    let gateway = gateway(&["--max-body-memory-mib", "1"]).await;
+    let url = format!("{}/{}/big", gateway.url, gateway.bucket);
+    let body = vec![7u8; 2 << 20];
+    let request = signed("PUT", &url, &[], &body, SECRET, SystemTime::now(), None);
+    let (status, code) = send(&request, body).await;
+    assert_eq!((status, code.as_str()), (400, "EntityTooLarge"));
+    assert!(absent(&gateway, "big").await);
+    // A request head over 64 KiB is refused by the HTTP layer.
+    let huge = "x".repeat(80 << 10);
+    let request = signed(
+        "GET",
+        &url,
+        &[("x-amz-meta-huge", huge.as_str())],
+        b"",
+        SECRET,
+        SystemTime::now(),
+        None,
+    );
+    let (status, _) = send(&request, Vec::new()).await;
+    assert_eq!(status, 431);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_xml_and_headers_get_400() {
+    let gateway = gateway(&[]).await;
+    let bucket_url = format!("{}/{}", gateway.url, gateway.bucket);
+    gateway
+        .client()
+        .put(&Path::from("x"), "x".into())
+        .await
+        .unwrap();
+    let now = SystemTime::now();
+    let xml = b"<Delete><Object><Key>x</Key></Object";
+    let delete = signed(
+        "POST",
+        &format!("{bucket_url}?delete"),
+        &[],
+        xml,
+        SECRET,
+        now,
+        None,
+    );
+    let (status, code) = send(&delete, xml.to_vec()).await;
+    assert_eq!((status, code.as_str()), (400, "MalformedXML"));
+    assert!(
+        !absent(&gateway, "x").await,
+        "a malformed DeleteObjects deleted"
+    );
+    let complete = signed(
+        "POST",
+        &format!("{bucket_url}/x?uploadId=nope"),
+        &[],
+        b"<CompleteMultipartUpload><Part>",
+        SECRET,
+        now,
+        None,
+    );
+    let (status, _) = send(&complete, b"<CompleteMultipartUpload><Part>".to_vec()).await;
+    assert_eq!(status, 400);
+    for (name, value) in [
+        ("range", "bytes=zz-1"),
+        ("if-none-match", "\"unterminated"),
+        ("if-modified-since", "yesterday"),
+    ] {
+        let get = signed(
+            "GET",
+            &format!("{bucket_url}/x"),
+            &[(name, value)],
+            b"",
+            SECRET,
+            now,
+            None,
+        );
+        let (status, _) = send(&get, Vec::new()).await;
+        assert_eq!(status, 400, "{name}: {value}");
+    }
+    // Keys object_store cannot name exactly are refused, not stored under another name
+    // (`.` and `..` segments too, which HTTP clients resolve before sending: the unit
+    // tests of src/gateway/keys.rs hold those).
+    for key in ["a//b", "trailing/"] {
+        let url = format!("{bucket_url}/{key}");
+        let put = signed("PUT", &url, &[], b"v", SECRET, now, None);
+        let (status, code) = send(&put, b"v".to_vec()).await;
+        assert_eq!((status, code.as_str()), (400, "InvalidArgument"), "{key}");
+    }
+}
+
+/// A small deterministic generator (the test must repeat exactly from its seed).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 << 13;
+        self.0 ^= self.0 >> 7;
+        self.0 ^= self.0 << 17;
+        self.0
+    }
+
+    fn pick<'a>(&mut self, from: &[&'a str]) -> &'a str {
+        from[(self.next() % from.len() as u64) as usize]
+    }
+}
+
+/// Malformed requests, signed and not, seeded: every one gets an HTTP answer (a panic
+/// in a handler would drop its connection unanswered), none of them unsigned succeeds,
+/// and the gateway is still healthy afterwards. Then raw bytes that are not HTTP.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn malformed_requests_are_answered_never_dropped() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let gateway = gateway(&[]).await;
+    let mut rng = Rng(0x0005_eed0_f9a7_e3a7_u64);
+    let methods = ["GET", "PUT", "POST", "DELETE", "HEAD"];
+    let paths = [
+        "",
+        "/",
+        "/%ZZ",
+        "/x/",
+        "/other-bucket/k",
+        "/BUCKET",
+        "/BUCKET/k",
+        "/BUCKET/a%2F%2Fb",
+        "/BUCKET/%00",
+        "/BUCKET/k/../../etc",
+    ];
+    let queries = [
+        "",
+        "?delete",
+        "?uploads",
+        "?uploadId=",
+        "?uploadId=x&partNumber=0",
+        "?uploadId=x&partNumber=99999",
+        "?list-type=2&max-keys=-1",
+        "?list-type=2&continuation-token=%FF",
+        "?versions&key-marker=zz",
+        "?location",
+        "?versioning",
+        "?acl",
+        "?tagging",
+        "?X-Amz-Expires=abc",
+    ];
+    let headers = [
+        ("range", "bytes=5-1"),
+        ("range", "bytes=-0"),
+        ("if-match", "*"),
+        ("if-match", "\"a\", \"b\""),
+        ("if-none-match", "W/\"x\""),
+        ("content-md5", "not base64"),
+        ("content-md5", "AAAAAAAAAAAAAAAAAAAAAA=="),
+        ("x-amz-copy-source", "/BUCKET/k"),
+        ("x-amz-copy-source", "%%"),
+        ("x-amz-content-sha256", "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"),
+        ("x-amz-decoded-content-length", "10"),
+        ("content-type", "multipart/form-data; boundary=x"),
+        ("x-amz-server-side-encryption", "AES256"),
+    ];
+    let bodies: [&[u8]; 4] = [
+        b"",
+        b"<Delete/>",
+        b"\xff\xfe\x00garbage",
+        b"<CompleteMultipartUpload/>",
+    ];
+    let mut succeeded_unsigned = Vec::new();
+    for round in 0..300 {
+        let method: &'static str = rng.pick(&methods);
+        let path = rng.pick(&paths).replace("BUCKET", &gateway.bucket);
+        let url = format!("{}{path}{}", gateway.url, rng.pick(&queries));
+        let Ok(_) = url.parse::<http::Uri>() else {
+            continue;
+        };
+        let header = headers[(rng.next() % headers.len() as u64) as usize];
+        let header = [(header.0, header.1.replace("BUCKET", &gateway.bucket))];
+        let extra: Vec<(&str, &str)> = header.iter().map(|(k, v)| (*k, v.as_str())).collect();
+        let body = bodies[(rng.next() % bodies.len() as u64) as usize];
+        let sign_it = rng.next().is_multiple_of(2);
+        let request = if sign_it {
+            signed(method, &url, &extra, body, SECRET, SystemTime::now(), None)
+        } else {
+            let mut request = unsigned(method, &url);
+            request.headers = extra
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            request
+        };
+        let (status, code) = send(&request, body.to_vec()).await;
+        if !sign_it && (200..300).contains(&status) && !path.is_empty() && path != "/" {
+            succeeded_unsigned.push(format!("round {round}: {method} {url} -> {status} {code}"));
+        }
+    }
+    assert!(
+        succeeded_unsigned.is_empty(),
+        "unsigned requests succeeded: {succeeded_unsigned:#?}"
+    );
+    let address = gateway.url.trim_start_matches("http://").to_owned();
+    for garbage in [
+        &b"\x00\x01\x02\r\n\r\n"[..],
+        b"GET / HTTP/9.9\r\n\r\n",
+        b"PUT /a HTTP/1.1\r\nContent-Length: -5\r\n\r\n",
+        b"GET /health HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked, gzip\r\n\r\n",
+    ] {
+        let mut socket = tokio::net::TcpStream::connect(&address).await.unwrap();
+        socket.write_all(garbage).await.unwrap();
+        let mut answer = Vec::new();
+        let _ = tokio::time::timeout(Duration::from_secs(5), socket.read_to_end(&mut answer)).await;
+        let text = String::from_utf8_lossy(&answer);
+        assert!(
+            text.is_empty() || text.starts_with("HTTP/1.1 4"),
+            "{garbage:?} -> {text}"
+        );
+    }
+    let health = reqwest::get(format!("{}/health", gateway.url))
+        .await
+        .unwrap();
+    assert_eq!(
+        health.status(),
+        200,
+        "the gateway is not healthy after the malformed requests"
+    );
+}
