@@ -73,7 +73,7 @@ for example in examples/*.rs; do
 done
 echo "== benchmark smoke run (every scenario and its checks, tiny sizes; timings mean nothing)"
 DYNACOMMIT_BENCH_SMOKE=1 timeout --kill-after=10s 5m \
-	cargo test --quiet --features "$FEATURES" --bench protocols --bench kv --bench kv_hot_folder >/dev/null
+	cargo test --quiet --features "$FEATURES" --bench protocols --bench kv --bench kv_hot_folder --bench gateway >/dev/null
 echo "== README command 1"
 cargo run --quiet --features cli -- race
 echo "== doc tests"
