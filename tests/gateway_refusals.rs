@@ -352,3 +352,198 @@ async fn malformed_requests_are_answered_never_dropped() {
         "the gateway is not healthy after the malformed requests"
     );
 }
+
+/// What s3s would otherwise read into memory before any signature check, or beyond the
+/// body budget: browser form uploads (whatever their content type's bytes), and
+/// aws-chunked bodies longer on the wire than their decoded length allows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bodies_s3s_would_buffer_are_refused_before_they_are_read() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let gateway = gateway(&[]).await;
+    let address = gateway.url.trim_start_matches("http://").to_owned();
+    let raw = |head: Vec<u8>| {
+        let address = address.clone();
+        async move {
+            let mut socket = tokio::net::TcpStream::connect(&address).await.unwrap();
+            socket.write_all(&head).await.unwrap();
+            let mut answer = vec![0u8; 1024];
+            // A gateway that took the body would wait for it: fail, do not hang.
+            let n = tokio::time::timeout(Duration::from_secs(10), socket.read(&mut answer))
+                .await
+                .expect("no answer: the gateway is waiting for the body")
+                .unwrap();
+            String::from_utf8_lossy(&answer[..n]).into_owned()
+        }
+    };
+    // A form whose content type holds a byte over 0x7f (not text to `to_str`).
+    let mut form = format!(
+        "POST /{} HTTP/1.1\r\nhost: x\r\ncontent-length: 1000000000\r\ncontent-type: multipart/form-data; boundary=\"",
+        gateway.bucket
+    )
+    .into_bytes();
+    form.extend_from_slice(&[0xc3, 0xa9]);
+    form.extend_from_slice(b"\"\r\n\r\n");
+    let answer = raw(form).await;
+    assert!(answer.starts_with("HTTP/1.1 501"), "{answer}");
+    // Signed, streaming, one decoded byte declared and a gigabyte on the wire.
+    let url = format!("{}/{}/chunked", gateway.url, gateway.bucket);
+    let request = signed(
+        "PUT",
+        &url,
+        &[
+            ("x-amz-decoded-content-length", "1"),
+            ("content-encoding", "aws-chunked"),
+        ],
+        b"",
+        SECRET,
+        SystemTime::now(),
+        None,
+    );
+    let mut head = format!(
+        "PUT /{}/chunked HTTP/1.1\r\nhost: {address}\r\ncontent-length: 1073741824\r\n",
+        gateway.bucket
+    );
+    for (name, value) in &request.headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    let answer = raw(head.into_bytes()).await;
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    assert!(answer.contains("IncompleteBody"), "{answer}");
+    assert!(absent(&gateway, "chunked").await);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigv2_however_spelled_and_presigned_urls_beyond_seven_days_are_refused() {
+    let gateway = gateway(&[]).await;
+    let key_url = format!("{}/{}/k", gateway.url, gateway.bucket);
+    // SigV2's query names, percent-encoded (s3s decodes them before it reads them).
+    let v2 = format!(
+        "{key_url}?%41WSAccessKeyId={}&%53ignature=abc&Expires=9999999999",
+        common::gateway::ACCESS_KEY
+    );
+    let (status, _) = send(&unsigned("GET", &v2), Vec::new()).await;
+    assert_eq!(status, 403);
+    let eight_days = Duration::from_secs(8 * 24 * 3600);
+    let long = signed(
+        "GET",
+        &key_url,
+        &[],
+        b"",
+        SECRET,
+        SystemTime::now(),
+        Some(eight_days),
+    );
+    let (status, code) = send(&unsigned("GET", &long.url), Vec::new()).await;
+    assert_eq!(
+        (status, code.as_str()),
+        (400, "AuthorizationQueryParametersError")
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_body_that_does_not_match_its_checksum_or_md5_writes_nothing() {
+    let gateway = gateway(&[]).await;
+    let url = format!("{}/{}/summed", gateway.url, gateway.bucket);
+    let now = SystemTime::now();
+    for (name, value) in [
+        ("x-amz-checksum-crc32", "AAAAAA=="),
+        (
+            "x-amz-checksum-sha256",
+            "47DEQpj8HBSa+/TImW+5JCeuQeRkm5NMpJWZG3hSuFU=",
+        ),
+        ("content-md5", "1B2M2Y8AsgTpgAmY7PhCfg=="),
+    ] {
+        let request = signed("PUT", &url, &[(name, value)], b"body", SECRET, now, None);
+        let (status, code) = send(&request, b"body".to_vec()).await;
+        assert_eq!((status, code.as_str()), (400, "BadDigest"), "{name}");
+        assert!(absent(&gateway, "summed").await, "{name}");
+    }
+    // The body's own CRC32, base64 as S3 writes it, is taken.
+    let request = signed(
+        "PUT",
+        &url,
+        &[("x-amz-checksum-crc32", "26gLsg==")],
+        b"body",
+        SECRET,
+        now,
+        None,
+    );
+    let (status, code) = send(&request, b"body".to_vec()).await;
+    assert_eq!(
+        (status, code.as_str()),
+        (200, ""),
+        "the right CRC32 was refused"
+    );
+}
+
+/// Answers a client's retry logic reads: a ranged read of a missing key is 404 (a 416
+/// is never retried), one past the end 416; a copy-if-absent from a missing source is
+/// 404, not a 500 "may have applied"; a 304 names the ETag.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reads_and_copies_fail_with_the_status_s3_gives() {
+    let gateway = gateway(&[]).await;
+    let bucket_url = format!("{}/{}", gateway.url, gateway.bucket);
+    let now = SystemTime::now();
+    let get = |key: &str, headers: &[(&str, &str)]| {
+        signed(
+            "GET",
+            &format!("{bucket_url}/{key}"),
+            headers,
+            b"",
+            SECRET,
+            now,
+            None,
+        )
+    };
+    let (status, code) = send(
+        &get("orange-00416.csv", &[("range", "bytes=0-9")]),
+        Vec::new(),
+    )
+    .await;
+    assert_eq!((status, code.as_str()), (404, "NoSuchKey"));
+    gateway
+        .client()
+        .put(&Path::from("small"), "0123".into())
+        .await
+        .unwrap();
+    let (status, code) = send(&get("small", &[("range", "bytes=100-200")]), Vec::new()).await;
+    assert_eq!((status, code.as_str()), (416, "InvalidRange"));
+    let copy = signed(
+        "PUT",
+        &format!("{bucket_url}/target"),
+        &[
+            ("x-amz-copy-source", &format!("/{}/missing", gateway.bucket)),
+            ("if-none-match", "*"),
+        ],
+        b"",
+        SECRET,
+        now,
+        None,
+    );
+    let (status, code) = send(&copy, Vec::new()).await;
+    assert_eq!((status, code.as_str()), (404, "NoSuchKey"));
+    let etag = gateway
+        .client()
+        .head(&Path::from("small"))
+        .await
+        .unwrap()
+        .e_tag
+        .unwrap();
+    let request = get("small", &[("if-none-match", etag.as_str())]);
+    let client = reqwest::Client::new();
+    let mut builder = client.get(&request.url);
+    for (name, value) in &request.headers {
+        builder = builder.header(name, value);
+    }
+    let response = builder.send().await.unwrap();
+    assert_eq!(response.status(), 304);
+    let answered = response
+        .headers()
+        .get("etag")
+        .map(|v| v.to_str().unwrap().to_owned());
+    assert_eq!(
+        answered.as_deref().map(|e| e.trim_matches('"')),
+        Some(etag.trim_matches('"'))
+    );
+}

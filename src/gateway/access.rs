@@ -73,6 +73,26 @@ impl S3Auth for Keys {
     }
 }
 
+/// The longest life of a presigned URL, as S3 allows: seven days.
+const MAX_PRESIGNED_SECS: u64 = 7 * 24 * 3600;
+
+/// Whether the body is aws-chunked (a `STREAMING-*` payload, or the content encoding).
+pub(super) fn is_chunked(headers: &http::HeaderMap) -> bool {
+    let streaming = headers
+        .get("x-amz-content-sha256")
+        .is_some_and(|v| v.as_bytes().starts_with(b"STREAMING-"));
+    let encoded = headers
+        .get_all(http::header::CONTENT_ENCODING)
+        .iter()
+        .any(|v| {
+            v.as_bytes()
+                .to_ascii_lowercase()
+                .windows(b"aws-chunked".len())
+                .any(|w| w == b"aws-chunked")
+        });
+    streaming || encoded
+}
+
 /// Which requests reach the store once their signatures (if any) have been checked.
 pub(super) struct Policy {
     pub(super) anonymous: bool,
@@ -81,20 +101,47 @@ pub(super) struct Policy {
 #[async_trait]
 impl S3Access for Policy {
     async fn check(&self, cx: &mut S3AccessContext<'_>) -> S3Result<()> {
-        // s3s accepts AWS's old SigV2 too, whose header form has no expiry: refuse it.
+        // s3s accepts AWS's old SigV2 too, whose header form has no expiry: refuse it. The
+        // query's names are read decoded, as s3s reads them.
         let v2_header = cx
             .headers()
             .get(http::header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .is_some_and(|v| v.starts_with("AWS "));
-        let v2_query = cx.uri().query().is_some_and(|q| {
-            q.split('&')
-                .any(|pair| pair.starts_with("Signature=") || pair.starts_with("AWSAccessKeyId="))
-        });
+            .is_some_and(|v| v.as_bytes().starts_with(b"AWS "));
+        let query: Vec<(String, String)> = cx
+            .uri()
+            .query()
+            .map(|q| {
+                url::form_urlencoded::parse(q.as_bytes())
+                    .into_owned()
+                    .collect()
+            })
+            .unwrap_or_default();
+        let named = |name: &str| query.iter().find(|(k, _)| k == name).map(|(_, v)| v);
+        let v2_query = named("Signature").is_some() || named("AWSAccessKeyId").is_some();
         if v2_header || v2_query {
             return Err(S3Error::with_message(
                 Code::AccessDenied,
                 "signature version 2 is not accepted: sign with SigV4 (AWS4-HMAC-SHA256)",
+            ));
+        }
+        // S3 caps a presigned URL's life at seven days; s3s takes any.
+        if let Some(expires) = named("X-Amz-Expires")
+            && expires
+                .parse::<u64>()
+                .map_or(true, |s| s > MAX_PRESIGNED_SECS)
+        {
+            return Err(S3Error::with_message(
+                Code::AuthorizationQueryParametersError,
+                format!("X-Amz-Expires must be a number of seconds up to {MAX_PRESIGNED_SECS}"),
+            ));
+        }
+        if cx.credentials().is_none() && is_chunked(cx.headers()) {
+            // s3s decodes aws-chunked framing only for signed requests: unsigned, the
+            // framing would be stored as the object.
+            return Err(S3Error::with_message(
+                Code::NotImplemented,
+                "this gateway does not take unsigned aws-chunked bodies: sign the request, or \
+                 send the body plain",
             ));
         }
         if cx.credentials().is_none() && !self.anonymous {

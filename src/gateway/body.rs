@@ -21,13 +21,34 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 /// The budget counts in units of this many bytes (a semaphore counts in `u32`).
 const UNIT: u64 = 1024;
 
+/// The share of the whole budget one body may take: a few large bodies cannot then
+/// starve every small one (a commit) behind them.
+const LARGEST_SHARE: u64 = 4;
+
+/// The slowest a body may arrive, on average, before its request fails: with the idle
+/// limit, this keeps a body that trickles in from holding its share for ever.
+const MIN_BYTES_PER_SEC: u64 = 64 * 1024;
+
 /// Memory for request bodies, shared by every request.
 #[derive(Debug, Clone)]
 pub(super) struct BodyBudget {
     units: Arc<Semaphore>,
+    /// The largest body taken: a quarter of the budget.
     max_bytes: u64,
-    /// How long a body may send nothing before the request fails.
+    /// How long a body may send nothing, or wait for its share, before the request fails.
     idle: Duration,
+}
+
+/// The checksums a client sent for a body (`x-amz-checksum-*` headers), base64, and
+/// where its trailer (if any) will name one once the body is read.
+#[derive(Default)]
+pub(super) struct Checksums {
+    pub(super) crc32: Option<String>,
+    pub(super) crc32c: Option<String>,
+    pub(super) crc64nvme: Option<String>,
+    pub(super) sha1: Option<String>,
+    pub(super) sha256: Option<String>,
+    pub(super) trailers: Option<s3s::TrailingHeaders>,
 }
 
 /// A body read whole, and its share of the budget (given back when dropped).
@@ -41,7 +62,7 @@ impl BodyBudget {
         let units = u32::try_from(max_bytes.div_ceil(UNIT)).unwrap_or(u32::MAX);
         Self {
             units: Arc::new(Semaphore::new(units as usize)),
-            max_bytes: u64::from(units) * UNIT,
+            max_bytes: u64::from(units) * UNIT / LARGEST_SHARE,
             idle,
         }
     }
@@ -53,6 +74,7 @@ impl BodyBudget {
         body: Option<StreamingBlob>,
         length: Option<i64>,
         content_md5: Option<&str>,
+        checksums: Checksums,
     ) -> Result<Body, S3Error> {
         let Some(mut body) = body else {
             return Ok(Body {
@@ -76,30 +98,39 @@ impl BodyBudget {
                 Code::EntityTooLarge,
                 format!(
                     "the body is {length} bytes; this gateway takes single requests of up to \
-                     {} bytes (its --max-body-memory): upload larger objects in parts \
-                     (multipart upload)",
+                     {} bytes (a quarter of its --max-body-memory-mib): upload larger objects \
+                     in parts (multipart upload)",
                     self.max_bytes
                 ),
             ));
         }
         let units = u32::try_from(length.div_ceil(UNIT)).unwrap_or(u32::MAX);
-        let share = self
-            .units
-            .clone()
-            .acquire_many_owned(units)
+        let share = tokio::time::timeout(self.idle, self.units.clone().acquire_many_owned(units))
             .await
+            .map_err(|_| {
+                S3Error::with_message(
+                    Code::SlowDown,
+                    "the gateway's memory for request bodies is taken by others: retry",
+                )
+            })?
             .map_err(|_| S3Error::with_message(Code::ServiceUnavailable, "shutting down"))?;
+        let deadline = tokio::time::Instant::now()
+            + self.idle
+            + Duration::from_secs(length / MIN_BYTES_PER_SEC);
         let mut chunks: Vec<Bytes> = Vec::new();
         let mut read = 0u64;
         loop {
-            let next = tokio::time::timeout(self.idle, body.next())
+            let wait = deadline.min(tokio::time::Instant::now() + self.idle);
+            let next = tokio::time::timeout_at(wait, body.next())
                 .await
                 .map_err(|_| {
                     S3Error::with_message(
                         Code::RequestTimeout,
                         format!(
-                            "the body sent nothing for {} s ({read} of {length} bytes read)",
-                            self.idle.as_secs()
+                            "the body came too slowly ({read} of {length} bytes read): it may \
+                             pause up to {} s and must average {} KiB/s",
+                            self.idle.as_secs(),
+                            MIN_BYTES_PER_SEC / 1024
                         ),
                     )
                 })?;
@@ -127,6 +158,7 @@ impl BodyBudget {
         if let Some(expected) = content_md5 {
             check_md5(&chunks, expected)?;
         }
+        checksums.check(&chunks)?;
         Ok(Body {
             payload: chunks.into_iter().collect(),
             _share: Some(share),
@@ -180,5 +212,63 @@ fn check_md5(chunks: &[Bytes], expected: &str) -> Result<(), S3Error> {
             Code::BadDigest,
             "the Content-MD5 you specified did not match what was received",
         ))
+    }
+}
+
+impl Checksums {
+    /// Refuses the body unless every checksum the client sent for it (in a header, or in
+    /// the trailer now that the body has been read) is the body's: s3s checks none.
+    fn check(self, chunks: &[Bytes]) -> Result<(), S3Error> {
+        use s3s::crypto::Checksum as _;
+        let Checksums {
+            mut crc32,
+            mut crc32c,
+            mut crc64nvme,
+            mut sha1,
+            mut sha256,
+            trailers,
+        } = self;
+        if let Some(trailers) = trailers.and_then(|t| t.take()) {
+            let named = |name: &str| {
+                trailers
+                    .get(name)
+                    .and_then(|v| v.to_str().ok())
+                    .map(str::to_owned)
+            };
+            crc32 = crc32.or_else(|| named("x-amz-checksum-crc32"));
+            crc32c = crc32c.or_else(|| named("x-amz-checksum-crc32c"));
+            crc64nvme = crc64nvme.or_else(|| named("x-amz-checksum-crc64nvme"));
+            sha1 = sha1.or_else(|| named("x-amz-checksum-sha1"));
+            sha256 = sha256.or_else(|| named("x-amz-checksum-sha256"));
+        }
+        let mut hasher = s3s::checksum::ChecksumHasher {
+            crc32: crc32.is_some().then(s3s::crypto::Crc32::new),
+            crc32c: crc32c.is_some().then(s3s::crypto::Crc32c::new),
+            sha1: sha1.is_some().then(s3s::crypto::Sha1::new),
+            sha256: sha256.is_some().then(s3s::crypto::Sha256::new),
+            crc64nvme: crc64nvme.is_some().then(s3s::crypto::Crc64Nvme::new),
+        };
+        for chunk in chunks {
+            hasher.update(chunk);
+        }
+        let got = hasher.finalize();
+        let pairs = [
+            ("CRC32", crc32, got.checksum_crc32),
+            ("CRC32C", crc32c, got.checksum_crc32c),
+            ("CRC64NVME", crc64nvme, got.checksum_crc64nvme),
+            ("SHA1", sha1, got.checksum_sha1),
+            ("SHA256", sha256, got.checksum_sha256),
+        ];
+        for (name, expected, got) in pairs {
+            if let Some(expected) = expected
+                && Some(expected.trim()) != got.as_deref()
+            {
+                return Err(S3Error::with_message(
+                    Code::BadDigest,
+                    format!("the {name} checksum you specified did not match what was received"),
+                ));
+            }
+        }
+        Ok(())
     }
 }

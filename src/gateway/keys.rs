@@ -31,8 +31,11 @@ pub(super) fn path_of(key: &str) -> Result<Path, S3Error> {
 /// with: `a/b/c` lists directory `a/b` and keeps keys starting with `a/b/c`.
 pub(super) fn listing_dir(prefix: &str) -> Option<Path> {
     let dir = prefix.rsplit_once('/').map(|(dir, _)| dir)?;
-    let dir = dir.trim_matches('/');
-    (!dir.is_empty()).then(|| Path::from_iter(dir.split('/').filter(|s| !s.is_empty())))
+    // Parsed, not built from parts: a part would be percent-encoded (`%20` listed as
+    // `%2520`), and the keys under it never found.
+    Path::parse(dir.trim_matches('/'))
+        .ok()
+        .filter(|dir| !dir.as_ref().is_empty())
 }
 
 /// `text` as S3 writes it with `encoding-type=url`: percent-encoded but for unreserved
@@ -72,6 +75,11 @@ mod tests {
         assert_eq!(listing_dir("a/b/"), Some(Path::from("a/b")));
         assert_eq!(listing_dir("abc"), None);
         assert_eq!(listing_dir(""), None);
+        // A Delta partition directory, as deltalake names it.
+        assert_eq!(
+            listing_dir("t/d=2024-01-01%2012%3A00/f").unwrap().as_ref(),
+            "t/d=2024-01-01%2012%3A00"
+        );
     }
 
     #[test]

@@ -248,6 +248,17 @@ impl GatewayBuilder {
             started: SystemTime::now(),
         };
         let mut s3 = s3s::service::S3ServiceBuilder::new(service);
+        // Browser form uploads are refused before s3s sees them (serve.rs); should one
+        // get through, s3s may hold none of its file.
+        let mut config = s3s::config::S3Config::default();
+        config.post_object_max_file_size = 0;
+        config.form_max_field_size = 1024;
+        config.form_max_fields_size = 16 * 1024;
+        config.form_max_parts = 16;
+        config.xml_max_body_size = 4 << 20;
+        s3.set_config(Arc::new(s3s::config::StaticConfigProvider::new(Arc::new(
+            config,
+        ))));
         // Signatures are always checked; the policy decides about unsigned requests.
         s3.set_auth(access::Keys::new(&self.keys));
         s3.set_access(access::Policy {

@@ -8,8 +8,9 @@ use object_store::{MultipartId, PutMultipartOptions};
 use s3s::dto::*;
 use s3s::{S3Error, S3ErrorCode as Code, S3Request, S3Response, S3Result};
 
+use super::body::Checksums;
 use super::errors::{Missing, not_implemented, s3_error};
-use super::objects::{attributes_of, etag_out, refuse, write_mode};
+use super::objects::{attributes_of, etag_out, refuse, stored_encoding, write_mode};
 use super::service::Service;
 use super::upstream::GuardedMultipart;
 
@@ -52,7 +53,7 @@ impl Service {
             input.content_type,
             input.cache_control,
             input.content_disposition,
-            input.content_encoding,
+            stored_encoding(input.content_encoding),
             input.content_language,
             input.metadata,
         );
@@ -83,17 +84,27 @@ impl Service {
         if input.sse_customer_algorithm.is_some() {
             return Err(not_implemented("customer-provided encryption keys (SSE-C)"));
         }
+        // Refused before the body is read, where the upstream has no multipart uploads.
+        let multipart = self.multipart()?;
+        let checksums = Checksums {
+            crc32: input.checksum_crc32.take(),
+            crc32c: input.checksum_crc32c.take(),
+            crc64nvme: input.checksum_crc64nvme.take(),
+            sha1: input.checksum_sha1.take(),
+            sha256: input.checksum_sha256.take(),
+            trailers: req.trailing_headers,
+        };
         let body = self
             .bodies
             .read(
                 input.body.take(),
                 input.content_length,
                 input.content_md5.as_deref(),
+                checksums,
             )
             .await?;
         let id: MultipartId = input.upload_id.clone();
-        let part = self
-            .multipart()?
+        let part = multipart
             .put_part(&path, &id, index, body.payload.clone())
             .await
             .map_err(|e| s3_error(e, &input.key, Missing::Upload))?;

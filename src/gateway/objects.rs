@@ -13,6 +13,7 @@ use object_store::{
 use s3s::dto::*;
 use s3s::{S3Error, S3ErrorCode as Code, S3Request, S3Response, S3Result};
 
+use super::body::Checksums;
 use super::errors::{Missing, invalid, not_implemented, s3_error};
 use super::service::Service;
 
@@ -47,7 +48,8 @@ impl Service {
             if_modified_since: input.if_modified_since.map(to_chrono),
             if_unmodified_since: input.if_unmodified_since.map(to_chrono),
         };
-        let range = input.range.map(|r| match r {
+        let asked_range = input.range;
+        let range = asked_range.map(|r| match r {
             Range::Int {
                 first,
                 last: Some(last),
@@ -56,22 +58,24 @@ impl Service {
             Range::Suffix { length } => GetRange::Suffix(length),
         });
         let ranged = range.is_some();
+
+        // The ETag conditions go to the store too (a 304 or 412 then costs no body); the
+        // times are compared here only, in whole seconds as HTTP dates carry them (local
+        // stores compare sub-second times, and an object's own Last-Modified would fail).
         let options = GetOptions {
             if_match: conditions.if_match.clone(),
             if_none_match: conditions.if_none_match.clone(),
-            if_modified_since: conditions.if_modified_since,
-            if_unmodified_since: conditions.if_unmodified_since,
+            if_modified_since: None,
+            if_unmodified_since: None,
             range,
             version: None,
             head,
             extensions: Default::default(),
         };
-        let result = self
-            .upstream
-            .store
-            .get_opts(&path, options)
-            .await
-            .map_err(|e| read_error(e, &input.key, ranged))?;
+        let result = match self.upstream.store.get_opts(&path, options).await {
+            Ok(result) => result,
+            Err(e) => return Err(self.read_error(e, &path, &input.key, asked_range).await),
+        };
         // Some stores ignore a read's conditions (s3rver): check them here as well, on
         // the version the store answered with.
         conditions.check(&result.meta, &input.key)?;
@@ -94,16 +98,25 @@ impl Service {
             input.content_type.take(),
             input.cache_control.take(),
             input.content_disposition.take(),
-            input.content_encoding.take(),
+            stored_encoding(input.content_encoding.take()),
             input.content_language.take(),
             input.metadata.take(),
         );
+        let checksums = Checksums {
+            crc32: input.checksum_crc32.take(),
+            crc32c: input.checksum_crc32c.take(),
+            crc64nvme: input.checksum_crc64nvme.take(),
+            sha1: input.checksum_sha1.take(),
+            sha256: input.checksum_sha256.take(),
+            trailers: req.trailing_headers,
+        };
         let body = self
             .bodies
             .read(
                 input.body.take(),
                 input.content_length,
                 input.content_md5.as_deref(),
+                checksums,
             )
             .await?;
         let options = PutOptions {
@@ -272,6 +285,17 @@ impl Service {
             }
             (_, Some(_)) => return Err(not_implemented("If-Match on CopyObject")),
         };
+        if matches!(mode, CopyMode::Create) {
+            // Under the lease, a copy whose source is missing fails after it was sent, and
+            // so as a write that may have applied (500), holding the lease until it
+            // expires. Asked first, a missing source is S3's clean 404. (A source deleted
+            // between the two is still answered 500.)
+            self.upstream
+                .store
+                .head(&from)
+                .await
+                .map_err(|e| s3_error(e, &from_key, Missing::Key))?;
+        }
         let options = CopyOptions {
             mode,
             ..CopyOptions::default()
@@ -395,6 +419,18 @@ pub(super) fn refuse(asks: &[(bool, &str)]) -> S3Result<()> {
     }
 }
 
+/// The content encoding to store: the request's, without `aws-chunked` (which names how
+/// the request's body was framed, not the object; S3 drops it too).
+pub(super) fn stored_encoding(encoding: Option<String>) -> Option<String> {
+    let kept: Vec<&str> = encoding
+        .as_deref()?
+        .split(',')
+        .map(str::trim)
+        .filter(|e| !e.is_empty() && !e.eq_ignore_ascii_case("aws-chunked"))
+        .collect();
+    (!kept.is_empty()).then(|| kept.join(", "))
+}
+
 /// The attributes a write stores with the object.
 pub(super) fn attributes_of(
     content_type: Option<String>,
@@ -493,31 +529,67 @@ impl ReadConditions {
             (None, Some(since)) if seconds > since.timestamp() => return Err(failed()),
             _ => {}
         }
-        let not_modified = match (&self.if_none_match, self.if_modified_since) {
+        let unchanged = match (&self.if_none_match, self.if_modified_since) {
             (Some(condition), _) => matches(condition),
             (None, Some(since)) => seconds <= since.timestamp(),
             (None, None) => false,
         };
-        if not_modified {
-            return Err(S3Error::new(Code::NotModified));
+        if unchanged {
+            return Err(not_modified(meta));
         }
         Ok(())
     }
 }
 
-/// A read's failure: a range past the end is S3's 416.
-fn read_error(e: object_store::Error, key: &str, ranged: bool) -> S3Error {
-    // object_store gives no variant for an unsatisfiable range: its stores say so in
-    // the error's text (S3's answer is a 416; InMemory's and LocalFileSystem's name the
-    // range).
-    let text = e.to_string();
-    if ranged && (text.contains("416") || text.to_ascii_lowercase().contains("range")) {
-        return S3Error::with_message(
-            Code::InvalidRange,
-            format!("{key}: the requested range is not satisfiable"),
-        );
+impl Service {
+    /// A read's failure. A 304 carries the object's validators. object_store has no variant for a range past the end (S3
+    /// answers 416, the local stores a generic error): a ranged read that failed
+    /// otherwise unexplained asks the object's size, and answers `InvalidRange` if the
+    /// range cannot be satisfied.
+    async fn read_error(
+        &self,
+        e: object_store::Error,
+        path: &object_store::path::Path,
+        key: &str,
+        range: Option<Range>,
+    ) -> S3Error {
+        if let object_store::Error::NotModified { .. } = &e
+            && let Ok(meta) = self.upstream.store.head(path).await
+        {
+            // The store answered 304 itself: its validators, read again.
+            return not_modified(&meta);
+        }
+        if let (Some(range), object_store::Error::Generic { .. }) = (range, &e)
+            && let Ok(meta) = self.upstream.store.head(path).await
+            && range.check(meta.size).is_err()
+        {
+            return S3Error::with_message(
+                Code::InvalidRange,
+                format!("{key}: the requested range is not satisfiable"),
+            );
+        }
+        s3_error(e, key, Missing::Key)
     }
-    s3_error(e, key, Missing::Key)
+}
+
+/// A 304, carrying the validators a cache needs.
+fn not_modified(meta: &ObjectMeta) -> S3Error {
+    let mut e = S3Error::new(Code::NotModified);
+    let mut headers = http::HeaderMap::new();
+    if let Some(etag) = meta.e_tag.as_deref()
+        && let Ok(value) = http::HeaderValue::from_str(&quoted(crate::lease::bare_etag(etag)))
+    {
+        headers.insert(http::header::ETAG, value);
+    }
+    let date = meta
+        .last_modified
+        .format("%a, %d %b %Y %H:%M:%S GMT")
+        .to_string();
+    if let Ok(value) = http::HeaderValue::from_str(&date) {
+        headers.insert(http::header::LAST_MODIFIED, value);
+    }
+    e.set_headers(headers);
+    e
 }
 
 /// A condition's ETag as object_store names it (`*` for any).

@@ -36,6 +36,7 @@ impl Server {
         shutdown: impl Future<Output = ()>,
     ) -> std::io::Result<()> {
         let graceful = GracefulShutdown::new();
+        let mut connections = tokio::task::JoinSet::new();
         let server = Arc::new(self);
         let mut http = hyper::server::conn::http1::Builder::new();
         http.timer(TokioTimer::new())
@@ -56,6 +57,8 @@ impl Server {
                         continue;
                     }
                 },
+                // Finished connections' tasks are reaped as they end.
+                Some(_) = connections.join_next(), if !connections.is_empty() => continue,
                 () = &mut shutdown => break,
             };
             let server = server.clone();
@@ -65,7 +68,7 @@ impl Server {
             });
             let connection = http.serve_connection(TokioIo::new(socket), service);
             let connection = graceful.watch(connection);
-            tokio::spawn(async move {
+            connections.spawn(async move {
                 if let Err(e) = connection.await {
                     tracing::debug!(%peer, error = %e, "gateway: connection ended with an error");
                 }
@@ -73,15 +76,17 @@ impl Server {
         }
         drop(listener);
         tokio::select! {
-            () = graceful.shutdown() => Ok(()),
+            () = graceful.shutdown() => {}
             () = tokio::time::sleep(server.grace) => {
                 tracing::warn!(
                     grace_s = server.grace.as_secs(),
                     "gateway: requests still in flight after the shutdown grace period were cut off"
                 );
-                Ok(())
             }
         }
+        // What is still running is cut off now, not left running behind a returned serve.
+        connections.shutdown().await;
+        Ok(())
     }
 
     /// One request: `/health`, a refusal, or S3's answer; logged.
@@ -93,13 +98,8 @@ impl Server {
         let condition = condition_of(request.headers());
         let response = if method == Method::GET && path == "/health" {
             plain(StatusCode::OK, "ok\n")
-        } else if method == Method::POST && is_form(&request) {
-            // s3s reads a browser form upload whole, before any signature check.
-            s3_error_response(
-                StatusCode::NOT_IMPLEMENTED,
-                "NotImplemented",
-                "this gateway does not support browser form uploads (POST Object)",
-            )
+        } else if let Some(refusal) = refused_before_s3s(&request) {
+            refusal
         } else {
             match self.s3.call(request.map(s3s::Body::from)).await {
                 Ok(response) => response,
@@ -142,12 +142,64 @@ fn condition_of(headers: &http::HeaderMap) -> Option<&'static str> {
     }
 }
 
-fn is_form(request: &Request<Incoming>) -> bool {
-    request
-        .headers()
+/// What must be refused before s3s sees the request, because s3s would read its body
+/// into memory first.
+fn refused_before_s3s(request: &Request<Incoming>) -> Option<Response<s3s::Body>> {
+    let headers = request.headers();
+    // A POST without a query is a browser form upload (POST Object), which s3s reads
+    // whole before any signature check; every POST S3 routes otherwise has a query
+    // (?delete, ?uploads, ?uploadId=). The content type is compared as bytes: any form
+    // type at all is refused, whatever its parameters hold.
+    let form = headers
         .get(http::header::CONTENT_TYPE)
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v.to_ascii_lowercase().starts_with("multipart/form-data"))
+        .is_some_and(|v| v.as_bytes().to_ascii_lowercase().starts_with(b"multipart/"));
+    if request.method() == Method::POST && (request.uri().query().is_none() || form) {
+        return Some(s3_error_response(
+            StatusCode::NOT_IMPLEMENTED,
+            "NotImplemented",
+            "this gateway does not support browser form uploads (POST Object)",
+        ));
+    }
+    chunked_beyond_bounds(headers)
+}
+
+/// How many bytes of aws-chunked framing a body may carry per chunk (the size in hex, a
+/// chunk signature, line ends), and in all beside (the final chunk, trailers).
+const FRAMING_PER_CHUNK: u64 = 128;
+const FRAMING_FIXED: u64 = 32 * 1024;
+/// The smallest chunk S3 allows but the last: 8 KiB.
+const MIN_CHUNK: u64 = 8 * 1024;
+
+/// An aws-chunked body (`STREAMING-*` payload, or `Content-Encoding: aws-chunked`) whose
+/// length on the wire is not bounded by its decoded length. s3s buffers each chunk whole,
+/// at the size the chunk declares, before checking its signature: the body budget, which
+/// counts the decoded length, bounds that only if the wire length is bounded too.
+fn chunked_beyond_bounds(headers: &http::HeaderMap) -> Option<Response<s3s::Body>> {
+    if !super::access::is_chunked(headers) {
+        return None;
+    }
+    let number =
+        |name: &str| -> Option<u64> { headers.get(name)?.to_str().ok()?.trim().parse().ok() };
+    let (Some(wire), Some(decoded)) = (
+        number(http::header::CONTENT_LENGTH.as_str()),
+        number("x-amz-decoded-content-length"),
+    ) else {
+        return Some(s3_error_response(
+            StatusCode::LENGTH_REQUIRED,
+            "MissingContentLength",
+            "an aws-chunked body needs both Content-Length and x-amz-decoded-content-length",
+        ));
+    };
+    let allowed = decoded
+        .saturating_add(FRAMING_FIXED)
+        .saturating_add((decoded / MIN_CHUNK + 1).saturating_mul(FRAMING_PER_CHUNK));
+    (wire > allowed).then(|| {
+        s3_error_response(
+            StatusCode::BAD_REQUEST,
+            "IncompleteBody",
+            "the aws-chunked body is longer on the wire than its decoded length allows",
+        )
+    })
 }
 
 fn plain(status: StatusCode, text: &'static str) -> Response<s3s::Body> {

@@ -12,6 +12,8 @@ use clap::Args;
 use dynacommit::gateway::{Gateway, KeyPair, Upstream};
 use dynacommit::lease::LeaseManager;
 use dynacommit::{CommitStore, Conditions};
+use object_store::ClientConfigKey;
+use object_store::aws::AmazonS3ConfigKey;
 
 use crate::backends::{BackendArgs, s3_builder};
 use crate::fail::Fail;
@@ -48,6 +50,10 @@ pub struct GatewayArgs {
     /// Let unsigned requests in: they may read and write the whole bucket.
     #[arg(long)]
     anonymous: bool,
+    /// Hold each path while any write or delete of it may still land (docs/protocol.md,
+    /// "Held paths"): for paths that are deleted and written again (lock objects).
+    #[arg(long)]
+    hold_paths: bool,
     /// What all request bodies in flight may hold in memory together, in MiB; also the
     /// largest single PutObject or part taken.
     #[arg(long, default_value_t = 1024)]
@@ -103,11 +109,13 @@ pub async fn run(
     let manager = LeaseManager::new(leases.table.clone(), leases.config.clone())
         .map_err(|e| Fail::Usage(e.to_string()))?;
     let (upstream, bucket, upstream_text) = open_upstream(&args, manager)?;
+    let (log, dropped) = access_log_writer();
     let mut gateway = Gateway::builder(bucket.clone(), upstream)
         .with_region(args.region.clone())
         .with_max_body_memory(args.max_body_memory_mib.saturating_mul(1 << 20))
         .with_shutdown_grace(Duration::from_secs(args.shutdown_grace_s))
         .with_access_log(move |record| {
+            use std::sync::mpsc::TrySendError;
             let line = if json {
                 serde_json::json!({
                     "peer": record.peer.to_string(),
@@ -121,8 +129,15 @@ pub async fn run(
             } else {
                 record.to_string()
             };
-            // A closed stdout must not stop the gateway: the log line is lost, not the request.
-            let _ = writeln!(std::io::stdout().lock(), "{line}");
+            // Written by a thread of its own: a slow or full stdout must not stop the
+            // gateway (its lease renewals included). Lines it cannot keep up with are
+            // counted, and the count written when it catches up.
+            match log.try_send(line) {
+                Ok(()) | Err(TrySendError::Disconnected(_)) => {}
+                Err(TrySendError::Full(_)) => {
+                    dropped.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+            }
         });
     for key in keys {
         gateway = gateway.with_key(key);
@@ -158,6 +173,36 @@ pub async fn run(
     Ok(ExitCode::SUCCESS)
 }
 
+/// How many access-log lines may wait for stdout.
+const LOG_BACKLOG: usize = 4096;
+
+/// A sender of access-log lines to a thread that writes them to stdout, and the count of
+/// lines dropped because the backlog was full.
+fn access_log_writer() -> (
+    std::sync::mpsc::SyncSender<String>,
+    Arc<std::sync::atomic::AtomicU64>,
+) {
+    let (send, receive) = std::sync::mpsc::sync_channel::<String>(LOG_BACKLOG);
+    let dropped = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let counted = dropped.clone();
+    std::thread::spawn(move || {
+        let stdout = std::io::stdout();
+        for line in receive {
+            let mut out = stdout.lock();
+            let lost = counted.swap(0, std::sync::atomic::Ordering::Relaxed);
+            if lost > 0 {
+                let _ = writeln!(
+                    out,
+                    "({lost} access-log lines dropped: stdout was too slow)"
+                );
+            }
+            // A closed stdout must not stop the gateway: the line is lost, not the request.
+            let _ = writeln!(out, "{line}");
+        }
+    });
+    (send, dropped)
+}
+
 /// The upstream store, the bucket name clients use, and a description.
 fn open_upstream(
     args: &GatewayArgs,
@@ -182,9 +227,21 @@ fn open_upstream(
                     "name a bucket and nothing under it (the gateway serves whole buckets)".into(),
                 ));
             }
-            let (builder, endpoint) = s3_builder(bucket);
+            let (mut builder, endpoint) = s3_builder(bucket);
+            // object_store bounds a whole request by 30 s by default, and a download to a
+            // slow client takes longer: bound each read of the answer instead (unless the
+            // environment set them).
+            for (key, value) in [
+                (ClientConfigKey::Timeout, "1h"),
+                (ClientConfigKey::ReadTimeout, "60s"),
+            ] {
+                let key = AmazonS3ConfigKey::Client(key);
+                if builder.get_config_value(&key).is_none() {
+                    builder = builder.with_config(key, value);
+                }
+            }
             let s3 = builder.build().map_err(|e| bad(e.to_string()))?;
-            let store = CommitStore::new(Arc::new(s3), leases).with_conditions(args.conditions);
+            let store = configured(CommitStore::new(Arc::new(s3), leases), args);
             let text = format!(
                 "s3://{bucket}{}",
                 endpoint.map(|e| format!(" at {e}")).unwrap_or_default()
@@ -199,7 +256,7 @@ fn open_upstream(
             let local = object_store::local::LocalFileSystem::new_with_prefix(&dir)
                 .map_err(|e| bad(e.to_string()))?;
             let local: Arc<dyn object_store::ObjectStore> = Arc::new(local);
-            let store = CommitStore::new(local, leases).with_conditions(args.conditions);
+            let store = configured(CommitStore::new(local, leases), args);
             Ok((
                 Upstream::store(store),
                 named("lake"),
@@ -208,7 +265,7 @@ fn open_upstream(
         }
         "memory" => {
             let memory = object_store::memory::InMemory::new();
-            let store = CommitStore::new(Arc::new(memory), leases).with_conditions(args.conditions);
+            let store = configured(CommitStore::new(Arc::new(memory), leases), args);
             Ok((
                 Upstream::in_memory(store),
                 named("lake"),
@@ -216,6 +273,19 @@ fn open_upstream(
             ))
         }
         other => Err(bad(format!("unknown scheme {other:?}"))),
+    }
+}
+
+/// `store` in the condition mode asked for, its paths held if asked.
+fn configured<T: object_store::ObjectStore + ?Sized>(
+    store: CommitStore<T>,
+    args: &GatewayArgs,
+) -> CommitStore<T> {
+    let store = store.with_conditions(args.conditions);
+    if args.hold_paths {
+        store.hold_paths()
+    } else {
+        store
     }
 }
 
