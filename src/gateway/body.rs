@@ -215,6 +215,22 @@ fn check_md5(chunks: &[Bytes], expected: &str) -> Result<(), S3Error> {
     }
 }
 
+/// The checksums a request's input names (PutObject's and UploadPart's have the same
+/// fields), taken out of it, and its trailer.
+macro_rules! checksums_of {
+    ($input:expr, $trailers:expr) => {
+        $crate::gateway::body::Checksums {
+            crc32: $input.checksum_crc32.take(),
+            crc32c: $input.checksum_crc32c.take(),
+            crc64nvme: $input.checksum_crc64nvme.take(),
+            sha1: $input.checksum_sha1.take(),
+            sha256: $input.checksum_sha256.take(),
+            trailers: $trailers,
+        }
+    };
+}
+pub(super) use checksums_of;
+
 impl Checksums {
     /// Refuses the body unless every checksum the client sent for it (in a header, or in
     /// the trailer now that the body has been read) is the body's: s3s checks none.

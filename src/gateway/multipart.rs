@@ -8,7 +8,7 @@ use object_store::{MultipartId, PutMultipartOptions};
 use s3s::dto::*;
 use s3s::{S3Error, S3ErrorCode as Code, S3Request, S3Response, S3Result};
 
-use super::body::Checksums;
+use super::body::checksums_of;
 use super::errors::{Missing, not_implemented, s3_error};
 use super::objects::{attributes_of, etag_out, refuse, stored_encoding, write_mode};
 use super::service::Service;
@@ -86,14 +86,7 @@ impl Service {
         }
         // Refused before the body is read, where the upstream has no multipart uploads.
         let multipart = self.multipart()?;
-        let checksums = Checksums {
-            crc32: input.checksum_crc32.take(),
-            crc32c: input.checksum_crc32c.take(),
-            crc64nvme: input.checksum_crc64nvme.take(),
-            sha1: input.checksum_sha1.take(),
-            sha256: input.checksum_sha256.take(),
-            trailers: req.trailing_headers,
-        };
+        let checksums = checksums_of!(input, req.trailing_headers);
         let body = self
             .bodies
             .read(

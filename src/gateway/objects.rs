@@ -13,7 +13,7 @@ use object_store::{
 use s3s::dto::*;
 use s3s::{S3Error, S3ErrorCode as Code, S3Request, S3Response, S3Result};
 
-use super::body::Checksums;
+use super::body::checksums_of;
 use super::errors::{Missing, invalid, not_implemented, s3_error};
 use super::service::Service;
 
@@ -102,14 +102,7 @@ impl Service {
             input.content_language.take(),
             input.metadata.take(),
         );
-        let checksums = Checksums {
-            crc32: input.checksum_crc32.take(),
-            crc32c: input.checksum_crc32c.take(),
-            crc64nvme: input.checksum_crc64nvme.take(),
-            sha1: input.checksum_sha1.take(),
-            sha256: input.checksum_sha256.take(),
-            trailers: req.trailing_headers,
-        };
+        let checksums = checksums_of!(input, req.trailing_headers);
         let body = self
             .bodies
             .read(
