@@ -29,13 +29,18 @@ const LARGEST_SHARE: u64 = 4;
 /// limit, this keeps a body that trickles in from holding its share for ever.
 const MIN_BYTES_PER_SEC: u64 = 64 * 1024;
 
+/// How long a body waits for its share of the budget before the request is refused with
+/// `SlowDown`: shorter than clients' own timeouts (object_store's 30 s), so that the
+/// refusal reaches a client still waiting, which retries.
+const SHARE_WAIT: Duration = Duration::from_secs(10);
+
 /// Memory for request bodies, shared by every request.
 #[derive(Debug, Clone)]
 pub(super) struct BodyBudget {
     units: Arc<Semaphore>,
     /// The largest body taken: a quarter of the budget.
     max_bytes: u64,
-    /// How long a body may send nothing, or wait for its share, before the request fails.
+    /// How long a body may send nothing before the request fails.
     idle: Duration,
 }
 
@@ -48,6 +53,8 @@ pub(super) struct Checksums {
     pub(super) crc64nvme: Option<String>,
     pub(super) sha1: Option<String>,
     pub(super) sha256: Option<String>,
+    /// The trailer the request said it would send (`x-amz-trailer`).
+    pub(super) declared: Option<String>,
     pub(super) trailers: Option<s3s::TrailingHeaders>,
 }
 
@@ -65,6 +72,11 @@ impl BodyBudget {
             max_bytes: u64::from(units) * UNIT / LARGEST_SHARE,
             idle,
         }
+    }
+
+    /// The largest body taken.
+    pub(super) fn max_bytes(&self) -> u64 {
+        self.max_bytes
     }
 
     /// Reads `body`, which must be `length` bytes long (the decoded length, for
@@ -105,7 +117,7 @@ impl BodyBudget {
             ));
         }
         let units = u32::try_from(length.div_ceil(UNIT)).unwrap_or(u32::MAX);
-        let share = tokio::time::timeout(self.idle, self.units.clone().acquire_many_owned(units))
+        let share = tokio::time::timeout(SHARE_WAIT, self.units.clone().acquire_many_owned(units))
             .await
             .map_err(|_| {
                 S3Error::with_message(
@@ -114,13 +126,14 @@ impl BodyBudget {
                 )
             })?
             .map_err(|_| S3Error::with_message(Code::ServiceUnavailable, "shutting down"))?;
-        let deadline = tokio::time::Instant::now()
-            + self.idle
-            + Duration::from_secs(length / MIN_BYTES_PER_SEC);
+        let started = tokio::time::Instant::now();
         let mut chunks: Vec<Bytes> = Vec::new();
         let mut read = 0u64;
         loop {
-            let wait = deadline.min(tokio::time::Instant::now() + self.idle);
+            // The time allowed grows only with what has come: a body that sends a byte
+            // now and then cannot keep its share.
+            let earned = Duration::from_secs_f64(read as f64 / MIN_BYTES_PER_SEC as f64);
+            let wait = (started + self.idle + earned).min(tokio::time::Instant::now() + self.idle);
             let next = tokio::time::timeout_at(wait, body.next())
                 .await
                 .map_err(|_| {
@@ -218,14 +231,19 @@ fn check_md5(chunks: &[Bytes], expected: &str) -> Result<(), S3Error> {
 /// The checksums a request's input names (PutObject's and UploadPart's have the same
 /// fields), taken out of it, and its trailer.
 macro_rules! checksums_of {
-    ($input:expr, $trailers:expr) => {
+    ($input:expr, $req:expr) => {
         $crate::gateway::body::Checksums {
             crc32: $input.checksum_crc32.take(),
             crc32c: $input.checksum_crc32c.take(),
             crc64nvme: $input.checksum_crc64nvme.take(),
             sha1: $input.checksum_sha1.take(),
             sha256: $input.checksum_sha256.take(),
-            trailers: $trailers,
+            declared: $req
+                .headers
+                .get("x-amz-trailer")
+                .and_then(|v| v.to_str().ok())
+                .map(|v| v.trim().to_ascii_lowercase()),
+            trailers: $req.trailing_headers,
         }
     };
 }
@@ -242,9 +260,23 @@ impl Checksums {
             mut crc64nvme,
             mut sha1,
             mut sha256,
+            declared,
             trailers,
         } = self;
-        if let Some(trailers) = trailers.and_then(|t| t.take()) {
+        let trailers = trailers.and_then(|t| t.take());
+        if let Some(declared) = &declared
+            && !trailers
+                .as_ref()
+                .is_some_and(|t| t.contains_key(declared.as_str()))
+        {
+            // A body cut off before its last chunk ends cleanly in s3s: the trailer it
+            // promised is what shows it did not come whole.
+            return Err(S3Error::with_message(
+                Code::IncompleteBody,
+                format!("the body ended without the {declared} trailer it declared"),
+            ));
+        }
+        if let Some(trailers) = trailers {
             let named = |name: &str| {
                 trailers
                     .get(name)

@@ -3,7 +3,8 @@
 //! in every language (Python deltalake, polars, boto3, DuckDB, Spark), with one changed
 //! endpoint URL. Feature `gateway`; `dynacommit gateway` runs it.
 //!
-//! The gateway serves one bucket. S3's wire protocol (routing, XML, SigV4 by header or
+//! The gateway serves one bucket, addressed by path (`/BUCKET/KEY`) or, given a domain,
+//! by virtual host (`BUCKET.DOMAIN/KEY`). S3's wire protocol (routing, XML, SigV4 by header or
 //! presigned URL, aws-chunked bodies) is the [`s3s`] crate's; every request goes to the
 //! upstream store through one `CommitStore`, so a conditional request takes the same
 //! lease a library writer takes, and nothing in a gateway's memory is needed for safety:
@@ -30,6 +31,7 @@
 mod access;
 mod body;
 mod errors;
+mod hosts;
 mod keys;
 mod listing;
 mod multipart;
@@ -69,12 +71,16 @@ pub struct GatewayBuilder {
     keys: Vec<KeyPair>,
     anonymous: bool,
     region: Option<String>,
+    virtual_host_domain: Option<String>,
     max_body_memory: u64,
     body_idle: Duration,
     header_timeout: Duration,
     grace: Duration,
     log: Arc<dyn Fn(&AccessRecord) + Send + Sync>,
 }
+
+/// The smallest body budget: a quarter of it (8 MiB) takes boto3's and the AWS CLI's parts.
+const MIN_BODY_MEMORY: u64 = 32 << 20;
 
 /// A gateway ready to serve ([`Gateway::serve`]).
 pub struct Gateway {
@@ -100,6 +106,24 @@ pub enum GatewayError {
         name: String,
         /// What is wrong with it.
         why: &'static str,
+    },
+    /// The body budget is too small for clients' parts.
+    #[error(
+        "the body budget is {bytes} bytes: give at least 32 MiB (a quarter of it is the \
+         largest part taken, and clients send parts of 8 MiB)"
+    )]
+    SmallBudget {
+        /// The budget given.
+        bytes: u64,
+    },
+    /// The virtual-host domain is not a DNS name.
+    #[error(
+        "virtual-host domain {domain:?}: give a DNS name without a port or scheme, such as \
+         s3.lake.internal"
+    )]
+    BadDomain {
+        /// The domain given.
+        domain: String,
     },
     /// A key pair is unusable.
     #[error("key pair {access_key:?}: {why}")]
@@ -156,6 +180,7 @@ impl Gateway {
             keys: Vec::new(),
             anonymous: false,
             region: None,
+            virtual_host_domain: None,
             max_body_memory: 1 << 30,
             body_idle: Duration::from_secs(60),
             header_timeout: Duration::from_secs(30),
@@ -198,8 +223,15 @@ impl GatewayBuilder {
         self
     }
 
-    /// The memory all request bodies in flight may hold together (by default 1 GiB),
-    /// which is also the largest single PutObject or UploadPart taken.
+    /// Takes virtual-host requests too: `BUCKET.DOMAIN` in the Host header names the
+    /// bucket (the DNS name must resolve to the gateway). Path-style requests keep working.
+    pub fn with_virtual_host_domain(mut self, domain: impl Into<String>) -> Self {
+        self.virtual_host_domain = Some(domain.into());
+        self
+    }
+
+    /// The memory all request bodies in flight may hold together (by default 1 GiB; at
+    /// least 32 MiB). A quarter of it is the largest single PutObject or UploadPart taken.
     pub fn with_max_body_memory(mut self, bytes: u64) -> Self {
         self.max_body_memory = bytes;
         self
@@ -232,6 +264,10 @@ impl GatewayBuilder {
             return Err(GatewayError::NoKeys);
         }
         check_bucket(&self.bucket)?;
+        let hosts = match self.virtual_host_domain {
+            Some(domain) => Some(check_domain(domain)?),
+            None => None,
+        };
         for key in &self.keys {
             if key.access_key.is_empty() || key.secret.len() < 8 {
                 return Err(GatewayError::BadKey {
@@ -240,10 +276,17 @@ impl GatewayBuilder {
                 });
             }
         }
+        if self.max_body_memory < MIN_BODY_MEMORY {
+            return Err(GatewayError::SmallBudget {
+                bytes: self.max_body_memory,
+            });
+        }
+        let bodies = body::BodyBudget::new(self.max_body_memory, self.body_idle);
+        let max_body = bodies.max_bytes();
         let service = service::Service {
             name: self.bucket,
             upstream: self.upstream,
-            bodies: body::BodyBudget::new(self.max_body_memory, self.body_idle),
+            bodies,
             region: self.region,
             started: SystemTime::now(),
         };
@@ -255,10 +298,13 @@ impl GatewayBuilder {
         config.form_max_field_size = 1024;
         config.form_max_fields_size = 16 * 1024;
         config.form_max_parts = 16;
-        config.xml_max_body_size = 4 << 20;
+        config.xml_max_body_size = serve::MAX_XML_BODY as usize;
         s3.set_config(Arc::new(s3s::config::StaticConfigProvider::new(Arc::new(
             config,
         ))));
+        if let Some(hosts) = hosts {
+            s3.set_host(hosts);
+        }
         // Signatures are always checked; the policy decides about unsigned requests.
         s3.set_auth(access::Keys::new(&self.keys));
         s3.set_access(access::Policy {
@@ -270,9 +316,27 @@ impl GatewayBuilder {
                 log: self.log,
                 header_timeout: self.header_timeout,
                 grace: self.grace,
+                max_body,
             },
         })
     }
+}
+
+/// The virtual-host domain, checked: a DNS name without a port.
+fn check_domain(domain: String) -> Result<hosts::Hosts, GatewayError> {
+    let valid = !domain.is_empty()
+        && domain.split('.').all(|label| {
+            !label.is_empty()
+                && label
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        });
+    if !valid {
+        return Err(GatewayError::BadDomain { domain });
+    }
+    Ok(hosts::Hosts {
+        domain: domain.to_ascii_lowercase(),
+    })
 }
 
 /// Refuses a bucket name clients cannot address by path, or that `/health` would shadow.

@@ -86,7 +86,7 @@ impl Service {
         }
         // Refused before the body is read, where the upstream has no multipart uploads.
         let multipart = self.multipart()?;
-        let checksums = checksums_of!(input, req.trailing_headers);
+        let checksums = checksums_of!(input, req);
         let body = self
             .bodies
             .read(

@@ -74,7 +74,12 @@ impl Service {
         };
         let result = match self.upstream.store.get_opts(&path, options).await {
             Ok(result) => result,
-            Err(e) => return Err(self.read_error(e, &path, &input.key, asked_range).await),
+            Err(e) => {
+                let if_none_match = conditions.if_none_match.as_deref();
+                return Err(self
+                    .read_error(e, &path, &input.key, asked_range, if_none_match)
+                    .await);
+            }
         };
         // Some stores ignore a read's conditions (s3rver): check them here as well, on
         // the version the store answered with.
@@ -102,7 +107,7 @@ impl Service {
             input.content_language.take(),
             input.metadata.take(),
         );
-        let checksums = checksums_of!(input, req.trailing_headers);
+        let checksums = checksums_of!(input, req);
         let body = self
             .bodies
             .read(
@@ -506,10 +511,7 @@ impl ReadConditions {
     /// If-None-Match, else If-Modified-Since. Times compare in whole seconds, as HTTP
     /// dates carry them.
     fn check(&self, meta: &ObjectMeta, key: &str) -> S3Result<()> {
-        let etag = meta.e_tag.as_deref().map(crate::lease::bare_etag);
-        let matches = |condition: &str| {
-            condition == "*" || etag.is_some_and(|e| e == crate::lease::bare_etag(condition))
-        };
+        let matches = |condition: &str| etag_matches(meta, Some(condition));
         let seconds = meta.last_modified.timestamp();
         let failed = || {
             S3Error::with_message(
@@ -545,16 +547,21 @@ impl Service {
         path: &object_store::path::Path,
         key: &str,
         range: Option<Range>,
+        if_none_match: Option<&str>,
     ) -> S3Error {
-        if let object_store::Error::NotModified { .. } = &e
-            && let Ok(meta) = self.upstream.store.head(path).await
-        {
-            // The store answered 304 itself: its validators, read again.
-            return not_modified(&meta);
+        if let object_store::Error::NotModified { .. } = &e {
+            // The store answered 304 itself: its validators, read again, if they are
+            // still the version it meant (an object replaced since must not lend a stale
+            // body its new ETag).
+            return match self.upstream.store.head(path).await {
+                Ok(meta) if etag_matches(&meta, if_none_match) => not_modified(&meta),
+                _ => S3Error::new(Code::NotModified),
+            };
         }
         if let (Some(range), object_store::Error::Generic { .. }) = (range, &e)
             && let Ok(meta) = self.upstream.store.head(path).await
-            && range.check(meta.size).is_err()
+            // S3 satisfies no range of an empty object (a suffix range checks as 0..0).
+            && (meta.size == 0 || range.check(meta.size).is_err())
         {
             return S3Error::with_message(
                 Code::InvalidRange,
@@ -563,6 +570,12 @@ impl Service {
         }
         s3_error(e, key, Missing::Key)
     }
+}
+
+/// Whether `meta`'s ETag is the one `condition` names (`*`: any).
+fn etag_matches(meta: &ObjectMeta, condition: Option<&str>) -> bool {
+    let etag = meta.e_tag.as_deref().map(crate::lease::bare_etag);
+    condition.is_some_and(|c| c == "*" || etag == Some(crate::lease::bare_etag(c)))
 }
 
 /// A 304, carrying the validators a cache needs.

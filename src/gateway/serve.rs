@@ -21,6 +21,8 @@ pub(super) struct Server {
     pub(super) log: Arc<dyn Fn(&AccessRecord) + Send + Sync>,
     pub(super) header_timeout: Duration,
     pub(super) grace: Duration,
+    /// The largest object or part body taken (body.rs), which bounds aws-chunked ones.
+    pub(super) max_body: u64,
 }
 
 /// How many bytes a request's head (its line and headers) may take.
@@ -101,7 +103,22 @@ impl Server {
         } else if let Some(refusal) = refused_before_s3s(&request) {
             refusal
         } else {
-            match self.s3.call(request.map(s3s::Body::from)).await {
+            let bound = match chunked_bound(&request, self.max_body) {
+                Ok(bound) => bound,
+                Err(refusal) => {
+                    return self.logged(*refusal, started, method, path, condition, peer);
+                }
+            };
+            let request = request.map(|body| match bound {
+                // Past the bound the body fails, and the request with it: nothing is
+                // written before a body is read whole (body.rs).
+                Some(bound) => s3s::Body::http_body(http_body_util::Limited::new(
+                    body,
+                    usize::try_from(bound).unwrap_or(usize::MAX),
+                )),
+                None => s3s::Body::from(body),
+            });
+            match self.s3.call(request).await {
                 Ok(response) => response,
                 Err(e) => {
                     tracing::error!(error = ?e, "gateway: s3s failed to answer");
@@ -113,6 +130,19 @@ impl Server {
                 }
             }
         };
+        self.logged(response, started, method, path, condition, peer)
+    }
+
+    /// `response`, its access-log line written.
+    fn logged(
+        &self,
+        response: Response<s3s::Body>,
+        started: Instant,
+        method: Method,
+        path: String,
+        condition: Option<&'static str>,
+        peer: SocketAddr,
+    ) -> Response<s3s::Body> {
         let record = AccessRecord {
             peer,
             method: method.to_string(),
@@ -145,22 +175,26 @@ fn condition_of(headers: &http::HeaderMap) -> Option<&'static str> {
 /// What must be refused before s3s sees the request, because s3s would read its body
 /// into memory first.
 fn refused_before_s3s(request: &Request<Incoming>) -> Option<Response<s3s::Body>> {
-    let headers = request.headers();
     // A POST without a query is a browser form upload (POST Object), which s3s reads
     // whole before any signature check; every POST S3 routes otherwise has a query
-    // (?delete, ?uploads, ?uploadId=). The content type is compared as bytes: any form
-    // type at all is refused, whatever its parameters hold.
-    let form = headers
+    // (?delete, ?uploads, ?uploadId=). With a query, a form content type (compared as
+    // bytes, whatever its parameters hold) is refused too: s3s would read it as a form.
+    // (CreateMultipartUpload's other multipart/* types name the object's type.)
+    let form = request
+        .headers()
         .get(http::header::CONTENT_TYPE)
-        .is_some_and(|v| v.as_bytes().to_ascii_lowercase().starts_with(b"multipart/"));
-    if request.method() == Method::POST && (request.uri().query().is_none() || form) {
-        return Some(s3_error_response(
+        .is_some_and(|v| {
+            v.as_bytes()
+                .to_ascii_lowercase()
+                .starts_with(b"multipart/form-data")
+        });
+    (request.method() == Method::POST && (request.uri().query().is_none() || form)).then(|| {
+        s3_error_response(
             StatusCode::NOT_IMPLEMENTED,
             "NotImplemented",
             "this gateway does not support browser form uploads (POST Object)",
-        ));
-    }
-    chunked_beyond_bounds(headers)
+        )
+    })
 }
 
 /// How many bytes of aws-chunked framing a body may carry per chunk (the size in hex, a
@@ -169,37 +203,49 @@ const FRAMING_PER_CHUNK: u64 = 128;
 const FRAMING_FIXED: u64 = 32 * 1024;
 /// The smallest chunk S3 allows but the last: 8 KiB.
 const MIN_CHUNK: u64 = 8 * 1024;
+/// The largest XML body s3s reads (S3Config::xml_max_body_size, set in mod.rs).
+pub(super) const MAX_XML_BODY: u64 = 4 << 20;
 
-/// An aws-chunked body (`STREAMING-*` payload, or `Content-Encoding: aws-chunked`) whose
-/// length on the wire is not bounded by its decoded length. s3s buffers each chunk whole,
-/// at the size the chunk declares, before checking its signature: the body budget, which
-/// counts the decoded length, bounds that only if the wire length is bounded too.
-fn chunked_beyond_bounds(headers: &http::HeaderMap) -> Option<Response<s3s::Body>> {
+/// How many bytes an aws-chunked body (a `STREAMING-*` payload, or `Content-Encoding:
+/// aws-chunked`) may carry on the wire, or the refusal of one that declares too much.
+/// s3s buffers each chunk whole, at the size the chunk declares, before checking its
+/// signature: only a bound on the wire bytes bounds that, whether the body comes with a
+/// Content-Length or in HTTP chunks (as SDKs send trailer checksums over TLS). The
+/// decoded length is bounded by what the request may carry: an object's or a part's
+/// body up to `max_body`, an XML body up to what s3s reads.
+fn chunked_bound(
+    request: &Request<Incoming>,
+    max_body: u64,
+) -> Result<Option<u64>, Box<Response<s3s::Body>>> {
+    let headers = request.headers();
     if !super::access::is_chunked(headers) {
-        return None;
+        return Ok(None);
     }
-    let number =
-        |name: &str| -> Option<u64> { headers.get(name)?.to_str().ok()?.trim().parse().ok() };
-    let (Some(wire), Some(decoded)) = (
-        number(http::header::CONTENT_LENGTH.as_str()),
-        number("x-amz-decoded-content-length"),
-    ) else {
-        return Some(s3_error_response(
+    let Some(decoded) = headers
+        .get("x-amz-decoded-content-length")
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.trim().parse::<u64>().ok())
+    else {
+        return Err(Box::new(s3_error_response(
             StatusCode::LENGTH_REQUIRED,
             "MissingContentLength",
-            "an aws-chunked body needs both Content-Length and x-amz-decoded-content-length",
-        ));
+            "an aws-chunked body needs x-amz-decoded-content-length",
+        )));
     };
-    let allowed = decoded
-        .saturating_add(FRAMING_FIXED)
-        .saturating_add((decoded / MIN_CHUNK + 1).saturating_mul(FRAMING_PER_CHUNK));
-    (wire > allowed).then(|| {
-        s3_error_response(
+    let query = request.uri().query().unwrap_or_default();
+    let data = request.method() == Method::PUT
+        && (query.is_empty() || (query.contains("partNumber=") && query.contains("uploadId=")));
+    let most = if data { max_body } else { MAX_XML_BODY };
+    if decoded > most {
+        return Err(Box::new(s3_error_response(
             StatusCode::BAD_REQUEST,
-            "IncompleteBody",
-            "the aws-chunked body is longer on the wire than its decoded length allows",
-        )
-    })
+            "EntityTooLarge",
+            "the aws-chunked body declares more than this request may carry",
+        )));
+    }
+    Ok(Some(decoded.saturating_add(FRAMING_FIXED).saturating_add(
+        (decoded / MIN_CHUNK + 1).saturating_mul(FRAMING_PER_CHUNK),
+    )))
 }
 
 fn plain(status: StatusCode, text: &'static str) -> Response<s3s::Body> {

@@ -201,6 +201,18 @@ pub fn signed_unsigned_payload(method: &'static str, url: &str, extra: &[(&str, 
     sign_request(method, url, extra, body, SECRET, SystemTime::now(), None)
 }
 
+/// A request signed now with `x-amz-content-sha256: payload` (such as
+/// `STREAMING-AWS4-HMAC-SHA256-PAYLOAD`, an aws-chunked body's seed signature).
+pub fn signed_with_payload(
+    method: &'static str,
+    url: &str,
+    extra: &[(&str, &str)],
+    payload: &str,
+) -> Signed {
+    let body = SignableBody::Precomputed(payload.to_owned());
+    sign_request(method, url, extra, body, SECRET, SystemTime::now(), None)
+}
+
 fn sign_request(
     method: &'static str,
     url: &str,

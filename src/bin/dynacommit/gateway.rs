@@ -54,13 +54,17 @@ pub struct GatewayArgs {
     /// "Held paths"): for paths that are deleted and written again (lock objects).
     #[arg(long)]
     hold_paths: bool,
-    /// What all request bodies in flight may hold in memory together, in MiB; also the
-    /// largest single PutObject or part taken.
+    /// What all request bodies in flight may hold in memory together, in MiB (at least
+    /// 32); a quarter of it is the largest single PutObject or part taken.
     #[arg(long, default_value_t = 1024)]
     max_body_memory_mib: u64,
     /// How long a shutdown (Ctrl-C, SIGTERM) waits for requests in flight, in seconds.
     #[arg(long, default_value_t = 30)]
     shutdown_grace_s: u64,
+    /// Take virtual-host requests under this domain too (BUCKET.DOMAIN must resolve to
+    /// the gateway); path-style requests keep working.
+    #[arg(long)]
+    virtual_host_domain: Option<String>,
     /// The region GetBucketLocation names.
     #[arg(long, default_value = "us-east-1")]
     region: String,
@@ -109,7 +113,7 @@ pub async fn run(
     let manager = LeaseManager::new(leases.table.clone(), leases.config.clone())
         .map_err(|e| Fail::Usage(e.to_string()))?;
     let (upstream, bucket, upstream_text) = open_upstream(&args, manager)?;
-    let (log, dropped) = access_log_writer();
+    let (log, dropped, log_thread) = access_log_writer();
     let mut gateway = Gateway::builder(bucket.clone(), upstream)
         .with_region(args.region.clone())
         .with_max_body_memory(args.max_body_memory_mib.saturating_mul(1 << 20))
@@ -145,6 +149,9 @@ pub async fn run(
     if args.anonymous {
         gateway = gateway.allow_anonymous();
     }
+    if let Some(domain) = &args.virtual_host_domain {
+        gateway = gateway.with_virtual_host_domain(domain.clone());
+    }
     let gateway = gateway.build().map_err(|e| Fail::Usage(e.to_string()))?;
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
@@ -169,6 +176,9 @@ pub async fn run(
         .serve(listener, async move { interrupt.wait().await })
         .await
         .map_err(|e| Fail::Failure(format!("the gateway failed: {e}")))?;
+    // The gateway, and with it the log's sender, is gone: the thread writes what is
+    // queued and ends.
+    let _ = log_thread.join();
     eprintln!("dynacommit gateway: stopped");
     Ok(ExitCode::SUCCESS)
 }
@@ -181,11 +191,12 @@ const LOG_BACKLOG: usize = 4096;
 fn access_log_writer() -> (
     std::sync::mpsc::SyncSender<String>,
     Arc<std::sync::atomic::AtomicU64>,
+    std::thread::JoinHandle<()>,
 ) {
     let (send, receive) = std::sync::mpsc::sync_channel::<String>(LOG_BACKLOG);
     let dropped = Arc::new(std::sync::atomic::AtomicU64::new(0));
     let counted = dropped.clone();
-    std::thread::spawn(move || {
+    let thread = std::thread::spawn(move || {
         let stdout = std::io::stdout();
         for line in receive {
             let mut out = stdout.lock();
@@ -200,7 +211,7 @@ fn access_log_writer() -> (
             let _ = writeln!(out, "{line}");
         }
     });
-    (send, dropped)
+    (send, dropped, thread)
 }
 
 /// The upstream store, the bucket name clients use, and a description.
@@ -229,16 +240,13 @@ fn open_upstream(
             }
             let (mut builder, endpoint) = s3_builder(bucket);
             // object_store bounds a whole request by 30 s by default, and a download to a
-            // slow client takes longer: bound each read of the answer instead (unless the
-            // environment set them).
+            // slow client takes longer: an hour for the whole request, and 5 minutes for
+            // an answer to begin (a body of up to a quarter of the budget goes first).
             for (key, value) in [
                 (ClientConfigKey::Timeout, "1h"),
-                (ClientConfigKey::ReadTimeout, "60s"),
+                (ClientConfigKey::ReadTimeout, "300s"),
             ] {
-                let key = AmazonS3ConfigKey::Client(key);
-                if builder.get_config_value(&key).is_none() {
-                    builder = builder.with_config(key, value);
-                }
+                builder = builder.with_config(AmazonS3ConfigKey::Client(key), value);
             }
             let s3 = builder.build().map_err(|e| bad(e.to_string()))?;
             let store = configured(CommitStore::new(Arc::new(s3), leases), args);
