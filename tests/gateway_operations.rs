@@ -115,3 +115,50 @@ async fn a_shutdown_finishes_the_commit_in_flight() {
         .unwrap();
     assert_eq!(stored.as_ref(), body);
 }
+
+/// With `--virtual-host-domain`, `BUCKET.DOMAIN` names the bucket (as SDKs address
+/// buckets by default), and path-style requests keep working beside it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn virtual_host_and_path_style_requests_reach_one_bucket() {
+    let mut settings = Settings::fresh(S3Server::S3rver).await;
+    settings.extra = vec!["--virtual-host-domain".into(), "s3.lake.test".into()];
+    let gateway = Gateway::start(&settings);
+    let address: std::net::SocketAddr = gateway.url.trim_start_matches("http://").parse().unwrap();
+    let host = format!("{}.s3.lake.test", gateway.bucket);
+    let url = format!("http://{host}:{}/vhost/key", address.port());
+    let request = common::gateway::signed(
+        "PUT",
+        &url,
+        &[("if-none-match", "*")],
+        b"by virtual host",
+        common::gateway::SECRET,
+        std::time::SystemTime::now(),
+        None,
+    );
+    // The name resolves to the gateway only for this client: no DNS is needed.
+    let client = reqwest::Client::builder()
+        .resolve(&host, address)
+        .build()
+        .unwrap();
+    let mut put = client.put(&request.url);
+    for (name, value) in &request.headers {
+        put = put.header(name, value);
+    }
+    let answer = put.body("by virtual host").send().await.unwrap();
+    assert_eq!(
+        answer.status(),
+        200,
+        "{}",
+        answer.text().await.unwrap_or_default()
+    );
+    // Read back path-style, through the usual client.
+    let stored = gateway
+        .client()
+        .get(&Path::from("vhost/key"))
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    assert_eq!(stored.as_ref(), b"by virtual host");
+}
