@@ -153,6 +153,10 @@ pub struct AccessRecord {
     pub status: u16,
     /// From the request's head to the answer's (a download's body streams after).
     pub duration: Duration,
+    /// How long a conditional write waited before it held its lease (the queue behind
+    /// other writes of the path, back-off, the lease's acquisition and the precondition
+    /// check); `None` for a request that took no lease.
+    pub lease_wait: Option<Duration>,
 }
 
 impl std::fmt::Display for AccessRecord {
@@ -166,7 +170,11 @@ impl std::fmt::Display for AccessRecord {
             self.condition.unwrap_or("-"),
             self.status,
             self.duration.as_secs_f64() * 1000.0
-        )
+        )?;
+        match self.lease_wait {
+            Some(wait) => write!(f, " lease {:.1}ms", wait.as_secs_f64() * 1000.0),
+            None => write!(f, " lease -"),
+        }
     }
 }
 

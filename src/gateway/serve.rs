@@ -25,6 +25,29 @@ pub(super) struct Server {
     pub(super) max_body: u64,
 }
 
+/// Where an S3 operation leaves how long its guarded writes waited for their leases
+/// (in the request's extensions, which s3s hands to the operation).
+#[derive(Clone, Default)]
+pub(super) struct LeaseWait(Arc<std::sync::Mutex<Option<Duration>>>);
+
+impl LeaseWait {
+    /// Runs `work`, noting how long its guarded writes waited, if any did.
+    pub(super) async fn measure<T>(this: Option<&Self>, work: impl Future<Output = T>) -> T {
+        let (out, waited) = crate::lease::waited::measured(work).await;
+        if let Some(this) = this
+            && !waited.is_zero()
+            && let Ok(mut slot) = this.0.lock()
+        {
+            *slot = Some(waited);
+        }
+        out
+    }
+
+    fn get(&self) -> Option<Duration> {
+        self.0.lock().ok().and_then(|slot| *slot)
+    }
+}
+
 /// How many bytes a request's head (its line and headers) may take.
 const MAX_HEAD_BYTES: usize = 64 * 1024;
 
@@ -94,62 +117,69 @@ impl Server {
     /// One request: `/health`, a refusal, or S3's answer; logged.
     async fn answer(&self, request: Request<Incoming>, peer: SocketAddr) -> Response<s3s::Body> {
         let started = Instant::now();
-        let method = request.method().clone();
-        // The path only: a presigned URL's query carries its signature.
-        let path = request.uri().path().to_owned();
-        let condition = condition_of(request.headers());
-        let response = if method == Method::GET && path == "/health" {
-            plain(StatusCode::OK, "ok\n")
-        } else if let Some(refusal) = refused_before_s3s(&request) {
-            refusal
-        } else {
-            let bound = match chunked_bound(&request, self.max_body) {
-                Ok(bound) => bound,
-                Err(refusal) => {
-                    return self.logged(*refusal, started, method, path, condition, peer);
-                }
-            };
-            let request = request.map(|body| match bound {
-                // Past the bound the body fails, and the request with it: nothing is
-                // written before a body is read whole (body.rs).
-                Some(bound) => s3s::Body::http_body(http_body_util::Limited::new(
-                    body,
-                    usize::try_from(bound).unwrap_or(usize::MAX),
-                )),
-                None => s3s::Body::from(body),
-            });
-            match self.s3.call(request).await {
-                Ok(response) => response,
-                Err(e) => {
-                    tracing::error!(error = ?e, "gateway: s3s failed to answer");
-                    s3_error_response(
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        "InternalError",
-                        "the gateway could not answer the request",
-                    )
-                }
-            }
+        let record = AccessRecord {
+            peer,
+            method: request.method().to_string(),
+            // The path only: a presigned URL's query carries its signature.
+            path: request.uri().path().to_owned(),
+            condition: condition_of(request.headers()),
+            status: 0,
+            duration: Duration::ZERO,
+            lease_wait: None,
         };
-        self.logged(response, started, method, path, condition, peer)
+        // Where the S3 operation leaves how long it waited for a lease, if it took one.
+        let wait = LeaseWait::default();
+        let response = self.respond(request, &wait).await;
+        self.logged(
+            response,
+            AccessRecord {
+                lease_wait: wait.get(),
+                duration: started.elapsed(),
+                ..record
+            },
+        )
+    }
+
+    /// `/health`, a refusal, or S3's answer.
+    async fn respond(&self, request: Request<Incoming>, wait: &LeaseWait) -> Response<s3s::Body> {
+        if request.method() == Method::GET && request.uri().path() == "/health" {
+            return plain(StatusCode::OK, "ok\n");
+        }
+        if let Some(refusal) = refused_before_s3s(&request) {
+            return refusal;
+        }
+        let bound = match chunked_bound(&request, self.max_body) {
+            Ok(bound) => bound,
+            Err(refusal) => return *refusal,
+        };
+        let mut request = request.map(|body| match bound {
+            // Past the bound the body fails, and the request with it: nothing is written
+            // before a body is read whole (body.rs).
+            Some(bound) => s3s::Body::http_body(http_body_util::Limited::new(
+                body,
+                usize::try_from(bound).unwrap_or(usize::MAX),
+            )),
+            None => s3s::Body::from(body),
+        });
+        request.extensions_mut().insert(wait.clone());
+        match self.s3.call(request).await {
+            Ok(response) => response,
+            Err(e) => {
+                tracing::error!(error = ?e, "gateway: s3s failed to answer");
+                s3_error_response(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "InternalError",
+                    "the gateway could not answer the request",
+                )
+            }
+        }
     }
 
     /// `response`, its access-log line written.
-    fn logged(
-        &self,
-        response: Response<s3s::Body>,
-        started: Instant,
-        method: Method,
-        path: String,
-        condition: Option<&'static str>,
-        peer: SocketAddr,
-    ) -> Response<s3s::Body> {
+    fn logged(&self, response: Response<s3s::Body>, record: AccessRecord) -> Response<s3s::Body> {
         let record = AccessRecord {
-            peer,
-            method: method.to_string(),
-            path,
-            condition,
             status: response.status().as_u16(),
-            duration: started.elapsed(),
+            ..record
         };
         (self.log)(&record);
         response

@@ -12,6 +12,7 @@ use s3s::{S3, S3Error, S3ErrorCode as Code, S3Request, S3Response, S3Result};
 use super::body::BodyBudget;
 use super::keys::path_of;
 use super::objects::{described, etag_out, timestamp};
+use super::serve::LeaseWait;
 use super::upstream::Upstream;
 
 /// One bucket, served from its upstream store.
@@ -133,7 +134,8 @@ impl S3 for Service {
         &self,
         req: S3Request<PutObjectInput>,
     ) -> S3Result<S3Response<PutObjectOutput>> {
-        self.put(req).await
+        let wait = req.extensions.get::<LeaseWait>().cloned();
+        LeaseWait::measure(wait.as_ref(), self.put(req)).await
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(key = %req.input.key))]
@@ -141,7 +143,8 @@ impl S3 for Service {
         &self,
         req: S3Request<DeleteObjectInput>,
     ) -> S3Result<S3Response<DeleteObjectOutput>> {
-        self.delete(req).await
+        let wait = req.extensions.get::<LeaseWait>().cloned();
+        LeaseWait::measure(wait.as_ref(), self.delete(req)).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -149,7 +152,8 @@ impl S3 for Service {
         &self,
         req: S3Request<DeleteObjectsInput>,
     ) -> S3Result<S3Response<DeleteObjectsOutput>> {
-        self.delete_many(req).await
+        let wait = req.extensions.get::<LeaseWait>().cloned();
+        LeaseWait::measure(wait.as_ref(), self.delete_many(req)).await
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(key = %req.input.key))]
@@ -157,7 +161,8 @@ impl S3 for Service {
         &self,
         req: S3Request<CopyObjectInput>,
     ) -> S3Result<S3Response<CopyObjectOutput>> {
-        self.copy(req).await
+        let wait = req.extensions.get::<LeaseWait>().cloned();
+        LeaseWait::measure(wait.as_ref(), self.copy(req)).await
     }
 
     #[tracing::instrument(level = "debug", skip_all)]
@@ -205,7 +210,8 @@ impl S3 for Service {
         &self,
         req: S3Request<CompleteMultipartUploadInput>,
     ) -> S3Result<S3Response<CompleteMultipartUploadOutput>> {
-        self.complete_upload(req).await
+        let wait = req.extensions.get::<LeaseWait>().cloned();
+        LeaseWait::measure(wait.as_ref(), self.complete_upload(req)).await
     }
 
     #[tracing::instrument(level = "debug", skip_all, fields(key = %req.input.key))]

@@ -17,6 +17,7 @@ mod queue;
 mod record;
 mod setup;
 mod table;
+pub(crate) mod waited;
 
 #[cfg(feature = "planted-bugs")]
 pub use crate::safeguards::PlantedBug;

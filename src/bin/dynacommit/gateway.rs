@@ -128,6 +128,7 @@ pub async fn run(
                     "condition": record.condition,
                     "status": record.status,
                     "ms": record.duration.as_secs_f64() * 1000.0,
+                    "lease_wait_ms": record.lease_wait.map(|w| w.as_secs_f64() * 1000.0),
                 })
                 .to_string()
             } else {

@@ -248,7 +248,14 @@ impl LeaseManager {
         generation: u64,
         expect: &Expect,
     ) -> Result<Attempt, LeaseError> {
-        let record = self.record(lease, generation, false);
+        let mut record = self.record(lease, generation, false);
+        // An acquisition's record is written when its lease is taken: one instant, read
+        // once. (Read twice, the wall clock could cross a millisecond between the two, and
+        // a fresh record would look renewed: waiters then take a commit in progress for a
+        // holder of another kind and look for its outcome at the wrong time.)
+        if let (Some(since), Some(holder)) = (lease.since_ms, record.holder.as_mut()) {
+            holder.written_ms = since;
+        }
         let ours = |found: &LeaseRecord| {
             if self.safeguards.recognise_own_record() {
                 lease.is_ours(found)
