@@ -153,9 +153,10 @@ pub struct AccessRecord {
     pub status: u16,
     /// From the request's head to the answer's (a download's body streams after).
     pub duration: Duration,
-    /// How long a conditional write waited before it held its lease (the queue behind
-    /// other writes of the path, back-off, the lease's acquisition and the precondition
-    /// check); `None` for a request that took no lease.
+    /// How long a conditional write waited before it could send (the queue behind other
+    /// writes of the path, back-off, the lease's acquisition, the precondition check and
+    /// any re-check under the lease), also when it then failed its condition; the longest
+    /// of a DeleteObjects' held deletes; `None` for a request that took no lease.
     pub lease_wait: Option<Duration>,
 }
 

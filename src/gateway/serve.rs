@@ -31,14 +31,13 @@ pub(super) struct Server {
 pub(super) struct LeaseWait(Arc<std::sync::Mutex<Option<Duration>>>);
 
 impl LeaseWait {
-    /// Runs `work`, noting how long its guarded writes waited, if any did.
+    /// Runs `work`, noting the longest its guarded writes waited, if it made any.
     pub(super) async fn measure<T>(this: Option<&Self>, work: impl Future<Output = T>) -> T {
         let (out, waited) = crate::lease::waited::measured(work).await;
         if let Some(this) = this
-            && !waited.is_zero()
             && let Ok(mut slot) = this.0.lock()
         {
-            *slot = Some(waited);
+            *slot = waited;
         }
         out
     }

@@ -33,8 +33,10 @@ pub struct LeaseRecord {
     /// Set by a holder whose operation has a known outcome: the next writer need not wait.
     /// Stored as the number 1 (old writers parse only strings and numbers).
     pub released: bool,
-    /// Who wrote it and when, for people reading the table (`dynacommit lease list`);
-    /// never used by the protocol. `None` in records of old writers.
+    /// Who wrote it and when, for people reading the table (`dynacommit lease list`), and
+    /// for a waiter's timing: a record written once and never renewed is a commit in
+    /// progress, whose outcome it looks for after about one hold. Never used for safety.
+    /// `None` in records of old writers.
     pub holder: Option<Holder>,
 }
 

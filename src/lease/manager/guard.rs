@@ -150,7 +150,7 @@ impl LeaseManager {
         WF: Future<Output = Result<T, E>>,
     {
         let Ending { end, sent_nothing } = ending;
-        let began = self.clock.now();
+        let mut waited = crate::lease::waited::Wait::start(&self.clock);
         // Tasks of this manager racing for this lease go one at a time (`queue.rs`): their
         // race is settled here, before any lease request. One queued before a successful
         // write ahead of it was sent overlapped that write's landing, so it may fail as if
@@ -254,11 +254,11 @@ impl LeaseManager {
             return Err(GuardError::Check(e));
         }
         let holding = self.clock.now();
-        crate::lease::waited::add(holding.saturating_duration_since(began));
         let guarded = async {
             if recheck && fence {
                 check().await.map_err(GuardError::Check)?;
             }
+            waited.sending();
             front.sending();
             operation().await.map_err(GuardError::Operation)
         };
