@@ -179,18 +179,12 @@ impl Service {
         let mut errors = Vec::new();
         let mut paths = Vec::new();
         for object in objects {
-            let failed = |e: S3Error| Error {
-                code: Some(e.code().as_str().to_owned()),
-                key: Some(object.key.clone()),
-                message: e.message().map(str::to_owned),
-                version_id: object.version_id.clone(),
-            };
             let checked = self
                 .no_version(object.version_id.as_deref())
                 .and_then(|()| super::keys::path_of(&object.key));
             match checked {
                 Ok(path) => paths.push((object.key, path)),
-                Err(e) => errors.push(failed(e)),
+                Err(e) => errors.push(key_error(object.key, object.version_id, &e)),
             }
         }
         let keys: Vec<String> = paths.iter().map(|(k, _)| k.clone()).collect();
@@ -209,12 +203,7 @@ impl Service {
                 }
                 Err(e) => {
                     let e = s3_error(e, &key, Missing::Key);
-                    errors.push(Error {
-                        code: Some(e.code().as_str().to_owned()),
-                        key: Some(key),
-                        message: e.message().map(str::to_owned),
-                        version_id: None,
-                    });
+                    errors.push(key_error(key, None, &e));
                 }
             }
         }
@@ -331,6 +320,16 @@ impl Service {
                 "object versions (the bucket is unversioned)",
             )),
         }
+    }
+}
+
+/// One key's failure in a DeleteObjects answer.
+fn key_error(key: String, version_id: Option<String>, e: &S3Error) -> Error {
+    Error {
+        code: Some(e.code().as_str().to_owned()),
+        key: Some(key),
+        message: e.message().map(str::to_owned),
+        version_id,
     }
 }
 

@@ -86,8 +86,7 @@ impl S3 for Service {
         &self,
         req: S3Request<HeadObjectInput>,
     ) -> S3Result<S3Response<HeadObjectOutput>> {
-        let i = req.input;
-        let as_get = GetObjectInput {
+        let req = req.map_input(|i| GetObjectInput {
             bucket: i.bucket,
             key: i.key,
             if_match: i.if_match,
@@ -99,18 +98,7 @@ impl S3 for Service {
             version_id: i.version_id,
             sse_customer_algorithm: i.sse_customer_algorithm,
             ..Default::default()
-        };
-        let req = S3Request {
-            input: as_get,
-            method: req.method,
-            uri: req.uri,
-            headers: req.headers,
-            extensions: req.extensions,
-            credentials: req.credentials,
-            region: req.region,
-            service: req.service,
-            trailing_headers: req.trailing_headers,
-        };
+        });
         let (meta, range, attributes, _) = self.get(req, true).await?;
         let d = described(&attributes);
         let length = range.as_ref().map_or(meta.size, |r| r.end - r.start);

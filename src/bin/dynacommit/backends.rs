@@ -87,7 +87,8 @@ impl Drop for Backends {
     }
 }
 
-fn env(name: &str) -> Option<String> {
+/// The variable `name`, if set and not empty.
+pub fn env(name: &str) -> Option<String> {
     std::env::var(name).ok().filter(|v| !v.is_empty())
 }
 
@@ -377,13 +378,10 @@ impl BackendArgs {
                 .as_deref()
                 .is_some_and(|s| s.starts_with("s3://"))
         {
-            warnings.push(format!(
-                "WARNING: --store {} is shared, but the leases are in this process only: other \
-                 processes writing it are NOT coordinated with this one and can overwrite its \
-                 commits. Put the leases in DynamoDB: set AWS_ENDPOINT_URL_DYNAMODB, or pass \
-                 --dynamodb or --table.",
+            warnings.push(private_leases_warning(&format!(
+                "--store {}",
                 self.store.as_deref().unwrap_or_default()
-            ));
+            )));
         }
         Ok(Backends {
             table,
@@ -445,6 +443,28 @@ fn credential_chain(
     Ok(Some(s3.credentials().clone()))
 }
 
+/// A store in the directory `dir` (a file:// URL's rest), created if missing, and the
+/// directory it resolved to: file://relative/dir is not a URL a browser would take, but
+/// its meaning is plain, so it is resolved against the working directory.
+pub fn local_store(dir: &str) -> Result<(LocalFileSystem, std::path::PathBuf), String> {
+    std::fs::create_dir_all(dir).map_err(|e| format!("cannot create the directory ({e})"))?;
+    let dir =
+        std::fs::canonicalize(dir).map_err(|e| format!("cannot resolve the directory ({e})"))?;
+    let store = LocalFileSystem::new_with_prefix(&dir).map_err(|e| e.to_string())?;
+    Ok((store, dir))
+}
+
+/// The warning for a shared store (`flag` names it, as `--store s3://lake`) whose leases
+/// are kept in this process only.
+pub fn private_leases_warning(flag: &str) -> String {
+    format!(
+        "WARNING: {flag} is shared, but the leases are in this process only: other \
+         processes writing it are NOT coordinated with this one and can overwrite its \
+         commits. Put the leases in DynamoDB: set AWS_ENDPOINT_URL_DYNAMODB, or pass \
+         --dynamodb or --table."
+    )
+}
+
 /// An S3 store of `bucket` as the environment configures it (AWS_* variables), at
 /// AWS_ENDPOINT_URL_S3 or AWS_ENDPOINT_URL if set (returned, for descriptions).
 pub fn s3_builder(bucket: &str) -> (AmazonS3Builder, Option<String>) {
@@ -477,13 +497,7 @@ fn open_store(url: Option<&str>) -> Result<OpenedStore, String> {
     match scheme {
         "memory" => Ok((Arc::new(InMemory::new()), "an in-memory store".into(), None)),
         "file" => {
-            std::fs::create_dir_all(rest)
-                .map_err(|e| bad(&format!("cannot create the directory ({e})")))?;
-            // file://relative/dir is not a URL a browser would take, but its meaning is
-            // plain: resolve it against the working directory, and say where it went.
-            let dir = std::fs::canonicalize(rest)
-                .map_err(|e| bad(&format!("cannot resolve the directory ({e})")))?;
-            let store = LocalFileSystem::new_with_prefix(&dir).map_err(|e| bad(&e.to_string()))?;
+            let (store, dir) = local_store(rest).map_err(|e| bad(&e))?;
             let text = if std::path::Path::new(rest).is_absolute() {
                 format!("a local store in {}", dir.display())
             } else {

@@ -15,7 +15,7 @@ use dynacommit::{CommitStore, Conditions};
 use object_store::ClientConfigKey;
 use object_store::aws::AmazonS3ConfigKey;
 
-use crate::backends::{BackendArgs, s3_builder};
+use crate::backends::{BackendArgs, env, local_store, private_leases_warning, s3_builder};
 use crate::fail::Fail;
 use crate::signals::Interrupt;
 
@@ -103,11 +103,8 @@ pub async fn run(
     let leases = backends.leases().await?;
     if leases.embedded && args.upstream.starts_with("s3://") {
         eprintln!(
-            "WARNING: --upstream {} is shared, but the leases are in this process only: \
-             another gateway or writer of the bucket is NOT coordinated with this one. Put \
-             the leases in DynamoDB: set AWS_ENDPOINT_URL_DYNAMODB, or pass --dynamodb or \
-             --table.",
-            args.upstream
+            "{}",
+            private_leases_warning(&format!("--upstream {}", args.upstream))
         );
     }
     let manager = LeaseManager::new(leases.table.clone(), leases.config.clone())
@@ -258,12 +255,7 @@ fn open_upstream(
             Ok((Upstream::s3(store), named(bucket), text))
         }
         "file" => {
-            std::fs::create_dir_all(rest)
-                .map_err(|e| bad(format!("cannot create the directory ({e})")))?;
-            let dir = std::fs::canonicalize(rest)
-                .map_err(|e| bad(format!("cannot resolve the directory ({e})")))?;
-            let local = object_store::local::LocalFileSystem::new_with_prefix(&dir)
-                .map_err(|e| bad(e.to_string()))?;
+            let (local, dir) = local_store(rest).map_err(bad)?;
             let local: Arc<dyn object_store::ObjectStore> = Arc::new(local);
             let store = configured(CommitStore::new(local, leases), args);
             Ok((
@@ -328,8 +320,4 @@ fn read_keys(path: &PathBuf) -> Result<Vec<KeyPair>, Fail> {
         )));
     }
     Ok(keys)
-}
-
-fn env(name: &str) -> Option<String> {
-    std::env::var(name).ok().filter(|v| !v.is_empty())
 }
